@@ -1,0 +1,48 @@
+// Package boot implements the Linux x86 boot protocols tinyvmm uses: the
+// 64-bit bzImage protocol (setup header, boot_params, e820), direct loading
+// of an uncompressed vmlinux ELF (through its PVH entry when it has one), and
+// the GDT, identity page tables and MP table those entries need. It works on
+// plain byte slices and knows nothing of KVM.
+package boot
+
+import "errors"
+
+// Layout is guest RAM as the VMM laid it out.
+type Layout struct {
+	Low     []byte // guest RAM from GPA 0 up to min(MemSize, 3 GiB): boot writes only here
+	MemSize uint64 // total RAM; RAM above 3 GiB starts at 4 GiB (the 32-bit PCI hole is 3-4 GiB)
+	CPUs    int
+}
+
+// Image is what to boot.
+type Image struct {
+	Kernel  []byte // a bzImage or an uncompressed vmlinux ELF (detected by content)
+	Initrd  []byte // may be nil
+	Cmdline string
+}
+
+// Segment is one segment register's state, in the form KVM's kvm_segment wants.
+type Segment struct {
+	Base                           uint64
+	Limit                          uint32
+	Selector                       uint16
+	Type                           uint8
+	Present, DPL, DB, S, L, G, AVL uint8
+}
+
+// CPUState is the boot vCPU's initial state.
+type CPUState struct {
+	RIP, RSP, RSI, RBX, RFLAGS      uint64
+	CR0, CR3, CR4, EFER             uint64
+	CS, DS, ES, FS, GS, SS, TR, LDT Segment
+	GDTBase                         uint64
+	GDTLimit                        uint16
+	IDTBase                         uint64
+	IDTLimit                        uint16
+}
+
+// Load places the kernel, initrd, command line, boot_params / PVH start_info, e820 map,
+// GDT, identity page tables and an MP table in l.Low, and returns the BSP's initial state.
+func Load(l Layout, img Image) (CPUState, error) {
+	return CPUState{}, errors.New("boot: Load is not implemented yet")
+}
