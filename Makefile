@@ -1,0 +1,53 @@
+# tinyvmm: `make run` builds everything, fetches and builds the guest, and boots it with a NIC
+# in a network namespace of its own; `make test` runs every test this machine can run.
+
+GO      ?= go
+BIN     := bin/tinyvmm
+GUEST   := out/guest
+NETNS   := tinyvmm0
+TAP     := tap0
+# The packages whose code runs goroutines; they get `go test -race`.
+RACE_PKGS := ./devices/... ./virtionet/... ./vmm/...
+
+.PHONY: all build guest run test test-unit vet fmt-check fuzz bench bench-device netns netns-down clean
+
+all: build
+
+build:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -o $(BIN) .
+
+guest:
+	bash guest/build.sh
+
+# Boots the default guest with a NIC on a tap inside namespace $(NETNS); the namespace is
+# removed when the guest stops.
+run: build guest
+	bash scripts/netns.sh run $(NETNS) $(TAP) -- $(abspath $(BIN)) run --net tap=$(TAP) $(ARGS)
+
+test: build guest fmt-check vet test-unit fuzz
+
+test-unit:
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+# A short fuzzing pass over guest-controlled input; longer with FUZZTIME=5m.
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./devices/
+	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./boot/
+
+netns:
+	bash scripts/netns.sh up $(NETNS) $(TAP)
+
+netns-down:
+	bash scripts/netns.sh down $(NETNS)
+
+clean:
+	rm -rf bin build out
