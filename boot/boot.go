@@ -5,7 +5,7 @@
 // plain byte slices and knows nothing of KVM.
 package boot
 
-import "errors"
+import "bytes"
 
 // Layout is guest RAM as the VMM laid it out.
 type Layout struct {
@@ -44,5 +44,14 @@ type CPUState struct {
 // Load places the kernel, initrd, command line, boot_params / PVH start_info, e820 map,
 // GDT, identity page tables and an MP table in l.Low, and returns the BSP's initial state.
 func Load(l Layout, img Image) (CPUState, error) {
-	return CPUState{}, errors.New("boot: Load is not implemented yet")
+	if err := l.check(); err != nil {
+		return CPUState{}, err
+	}
+	switch {
+	case bytes.HasPrefix(img.Kernel, []byte(elfMagic)):
+		return loadELF(l, img)
+	case isBzImage(img.Kernel):
+		return loadBzImage(l, img)
+	}
+	return CPUState{}, notAKernel(img.Kernel)
 }

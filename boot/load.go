@@ -1,0 +1,101 @@
+package boot
+
+import "fmt"
+
+// loadBzImage boots through the 64-bit entry of a bzImage.
+func loadBzImage(l Layout, img Image) (CPUState, error) {
+	h, err := parseSetupHeader(img.Kernel)
+	if err != nil {
+		return CPUState{}, err
+	}
+	load := h.loadAddress(uint64(len(l.Low)))
+	pm := img.Kernel[h.KernelOffset:]
+	// The kernel decompresses in place and needs init_size bytes from load.
+	need := max(uint64(len(pm)), uint64(h.InitSize))
+	if err := copySegment(l, load, need, pm, "kernel"); err != nil {
+		return CPUState{}, err
+	}
+	cmdline, err := writeCmdline(l.Low, img.Cmdline, uint64(h.CmdlineSize)+1)
+	if err != nil {
+		return CPUState{}, err
+	}
+	maxAddr := uint64(h.InitrdAddrMax)
+	switch {
+	case h.Xloadflags&xlfAbove4G != 0:
+		maxAddr = ^uint64(0)
+	case maxAddr == 0:
+		maxAddr = 0x37ffffff // the protocol's default for kernels that do not say
+	}
+	initrd, err := placeInitrd(l, img.Initrd, load+need, maxAddr)
+	if err != nil {
+		return CPUState{}, err
+	}
+	writeZeroPage(l.Low, bootParams{
+		header: img.Kernel[hdrStart:h.HeaderEnd], cmdline: cmdline,
+		initrd: initrd, initrdSize: uint64(len(img.Initrd)), e820: e820Map(l),
+	})
+	return start64(l, load+kernel64Offset)
+}
+
+// loadELF loads an uncompressed vmlinux at its physical addresses and
+// enters it through PVH when it has the note, else through the 64-bit entry.
+func loadELF(l Layout, img Image) (CPUState, error) {
+	k, err := parseELF(img.Kernel)
+	if err != nil {
+		return CPUState{}, err
+	}
+	var end uint64
+	for i, s := range k.Segments {
+		data := img.Kernel[s.Offset : s.Offset+s.Filesz]
+		if err := copySegment(l, s.Paddr, s.Memsz, data, fmt.Sprintf("kernel segment %d", i)); err != nil {
+			return CPUState{}, err
+		}
+		end = max(end, s.Paddr+s.Memsz)
+	}
+	cmdline, err := writeCmdline(l.Low, img.Cmdline, elfCmdlineMax)
+	if err != nil {
+		return CPUState{}, err
+	}
+	initrd, err := placeInitrd(l, img.Initrd, end, elfInitrdAddrMax)
+	if err != nil {
+		return CPUState{}, err
+	}
+	e820 := e820Map(l)
+	if k.HasPVH {
+		if !inSegments(k.Segments, k.PVHEntry) {
+			return CPUState{}, fmt.Errorf("boot: ELF kernel's PVH entry %#x is outside its loaded segments", k.PVHEntry)
+		}
+		writeStartInfo(l.Low, cmdline, initrd, uint64(len(img.Initrd)), e820)
+		if err := writeMPTable(l.Low, l.CPUs); err != nil {
+			return CPUState{}, err
+		}
+		return pvhState(k.PVHEntry, startInfoAddr, writeGDT(l.Low, 0)), nil
+	}
+	entry, ok := k.physEntry()
+	if !ok {
+		return CPUState{}, fmt.Errorf("boot: ELF kernel's entry %#x is outside its loaded segments", k.Entry)
+	}
+	writeZeroPage(l.Low, bootParams{cmdline: cmdline, initrd: initrd, initrdSize: uint64(len(img.Initrd)), e820: e820})
+	return start64(l, entry)
+}
+
+// start64 writes what every 64-bit entry needs besides boot_params.
+func start64(l Layout, entry uint64) (CPUState, error) {
+	if err := writeMPTable(l.Low, l.CPUs); err != nil {
+		return CPUState{}, err
+	}
+	cr3, err := writeIdentityMap(l.Low, 4, false)
+	if err != nil {
+		return CPUState{}, err
+	}
+	return longModeState(entry, zeroPageAddr, cr3, writeGDT(l.Low, 0)), nil
+}
+
+func inSegments(segs []elfSegment, paddr uint64) bool {
+	for _, s := range segs {
+		if paddr >= s.Paddr && paddr-s.Paddr < s.Memsz {
+			return true
+		}
+	}
+	return false
+}
