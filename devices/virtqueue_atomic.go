@@ -1,0 +1,67 @@
+package devices
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Field16 is one 16-bit little-endian field of a virtqueue ring (avail.idx,
+// used.idx, the flags, used_event, avail_event) that the device and the
+// driver access concurrently.
+//
+// Go's sync/atomic has no 16-bit operations, so a Field16 works on the
+// naturally aligned 32-bit word that contains the field: a load is an atomic
+// 32-bit load and a shift, a store is a compare-and-swap loop that changes
+// only this field's half. The CAS matters: the other half may belong to the
+// other side (avail_event is followed by guest bytes past the used ring), and
+// a plain 32-bit store would overwrite a concurrent write there. x86 is
+// little-endian and so is virtio 1.x, so the field's byte offset in the word
+// (0 or 2) selects the low or high half. On x86 an atomic load is a plain
+// mov and the CAS a lock cmpxchg, so both are full barriers for the device,
+// which is what the virtio memory-ordering rules need; to the race detector
+// they are synchronizing accesses, which is what lets tests run the driver
+// and the device on two goroutines.
+type Field16 struct {
+	word  *uint32
+	shift uint32
+}
+
+// NewField16 binds the 2-byte field at guest address gpa. It fails when gpa
+// is odd, when the containing 32-bit word is outside guest memory, or when
+// the host memory behind it is not 4-byte aligned.
+func NewField16(mem Memory, gpa uint64) (Field16, error) {
+	if gpa%2 != 0 {
+		return Field16{}, fmt.Errorf("ring field at %#x is not 2-byte aligned", gpa)
+	}
+	b, err := mem.Slice(gpa&^3, 4)
+	if err != nil {
+		return Field16{}, err
+	}
+	p := unsafe.Pointer(&b[0])
+	if uintptr(p)%4 != 0 {
+		return Field16{}, fmt.Errorf("host memory behind guest address %#x is not 4-byte aligned", gpa)
+	}
+	return Field16{word: (*uint32)(p), shift: uint32(gpa&2) * 8}, nil
+}
+
+// Valid reports whether the field is bound.
+func (f Field16) Valid() bool { return f.word != nil }
+
+// Load reads the field atomically.
+func (f Field16) Load() uint16 {
+	return uint16(atomic.LoadUint32(f.word) >> f.shift)
+}
+
+// Store writes the field atomically, leaving the other half of its word as
+// it is at that instant.
+func (f Field16) Store(v uint16) {
+	mask := uint32(0xffff) << f.shift
+	for {
+		old := atomic.LoadUint32(f.word)
+		nw := old&^mask | uint32(v)<<f.shift
+		if atomic.CompareAndSwapUint32(f.word, old, nw) {
+			return
+		}
+	}
+}
