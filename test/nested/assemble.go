@@ -1,0 +1,189 @@
+package nested
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Repo is where the repository is mirrored inside L1: test binaries run in
+// /repo/<package> with that package's testdata, and the default guest built
+// by `make guest` is at /repo/out/guest, as on the host.
+const Repo = "/repo"
+
+// Plan says what L1 runs.
+type Plan struct {
+	// Packages are Go packages (./kvm, ./vmm/...) whose tests run in L1, each
+	// compiled with `go test -c`, in this order. Patterns are expanded.
+	Packages []string
+	// TestArgs are added to every test binary (-test.run=..., -test.v).
+	TestArgs []string
+	// TestTimeout bounds each test binary; 10m when zero.
+	TestTimeout time.Duration
+	// Tinyvmm, when set, is a tinyvmm command line run last in /repo.
+	Tinyvmm []string
+	// ProbeExits is how many port-I/O exits kvmprobe times first; 0 skips it.
+	ProbeExits int
+}
+
+// busyboxApplets are linked into /bin when the host has busybox-static:
+// enough for tests that shell out (ip, ping) and for a look around.
+var busyboxApplets = []string{"sh", "ip", "ping", "ls", "cat", "dmesg", "mount", "ps", "sleep", "uname", "true", "false"}
+
+// Assemble builds everything L1 needs from the repository at repo into work
+// (a scratch directory) and returns the initramfs files and the plan lines.
+// Progress goes to logf.
+func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, ...any)) ([]File, []string, error) {
+	var files []File
+	var plan []string
+	build := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, msg)
+		}
+		return nil
+	}
+
+	for _, tool := range []string{"l1init", "kvmprobe"} {
+		out := filepath.Join(work, tool)
+		logf("building %s", tool)
+		if err := build("build", "-o", out, "./test/nested/"+tool); err != nil {
+			return nil, nil, err
+		}
+		dest := "/bin/" + tool
+		if tool == "l1init" {
+			dest = "/init"
+		}
+		files = append(files, File{Dest: dest, Src: out, Mode: 0o755})
+	}
+	if p.ProbeExits > 0 {
+		plan = append(plan, fmt.Sprintf("kvmprobe -exits %d", p.ProbeExits))
+	}
+
+	pkgs, err := listPackages(ctx, repo, p.Packages)
+	if err != nil {
+		return nil, nil, err
+	}
+	timeout := p.TestTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	for _, pkg := range pkgs {
+		name := path.Base(pkg.rel) + ".test"
+		out := filepath.Join(work, strings.ReplaceAll(pkg.rel, "/", "_")+".test")
+		logf("compiling tests of %s", pkg.rel)
+		if err := build("test", "-c", "-o", out, "./"+pkg.rel); err != nil {
+			return nil, nil, err
+		}
+		if _, err := os.Stat(out); err != nil {
+			logf("%s has no tests; skipped", pkg.rel)
+			continue
+		}
+		dir := path.Join(Repo, pkg.rel)
+		files = append(files, File{Dest: path.Join(dir, name), Src: out, Mode: 0o755})
+		testdata, err := treeFiles(filepath.Join(repo, pkg.rel, "testdata"), path.Join(dir, "testdata"))
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, testdata...)
+		plan = append(plan, "cd "+dir,
+			strings.Join(append([]string{"./" + name, "-test.timeout=" + timeout.String()}, p.TestArgs...), " "))
+	}
+
+	if _, err := os.Stat(filepath.Join(repo, "main.go")); err == nil {
+		out := filepath.Join(work, "tinyvmm")
+		logf("building tinyvmm")
+		if err := build("build", "-o", out, "."); err != nil {
+			return nil, nil, err
+		}
+		files = append(files, File{Dest: Repo + "/tinyvmm", Src: out, Mode: 0o755},
+			File{Dest: "/bin/tinyvmm", Link: Repo + "/tinyvmm"})
+	} else if len(p.Tinyvmm) > 0 {
+		return nil, nil, fmt.Errorf("no main.go in %s: tinyvmm cannot be built", repo)
+	}
+	if len(p.Tinyvmm) > 0 {
+		plan = append(plan, "cd "+Repo, "/repo/tinyvmm "+strings.Join(p.Tinyvmm, " "))
+	}
+
+	// The L2 guest, for tests and tinyvmm's defaults; go.mod so tests that
+	// look for the repository root find it.
+	guest, err := treeFiles(filepath.Join(repo, "out", "guest"), Repo+"/out/guest")
+	if err != nil {
+		return nil, nil, err
+	}
+	files = append(files, guest...)
+	files = append(files, File{Dest: Repo + "/go.mod", Src: filepath.Join(repo, "go.mod"), Mode: 0o644})
+
+	if bb, err := exec.LookPath("busybox"); err == nil {
+		files = append(files, File{Dest: "/bin/busybox", Src: bb, Mode: 0o755})
+		for _, applet := range busyboxApplets {
+			files = append(files, File{Dest: "/bin/" + applet, Link: "busybox"})
+		}
+	}
+	return files, plan, nil
+}
+
+type goPackage struct{ rel string }
+
+// listPackages expands patterns (./kvm/...) to package directories relative to repo.
+func listPackages(ctx context.Context, repo string, patterns []string) ([]goPackage, error) {
+	if len(patterns) == 0 {
+		return nil, nil
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-f", "{{.Dir}}"}, patterns...)...)
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = strings.TrimSpace(string(ee.Stderr))
+		}
+		return nil, fmt.Errorf("go list %s: %v %s", strings.Join(patterns, " "), err, msg)
+	}
+	root, err := filepath.Abs(repo)
+	if err != nil {
+		return nil, err
+	}
+	var pkgs []goPackage
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("package %s is outside the repository %s", dir, root)
+		}
+		pkgs = append(pkgs, goPackage{rel: filepath.ToSlash(rel)})
+	}
+	return pkgs, nil
+}
+
+// treeFiles lists the regular files under dir (none when dir is missing) as
+// initramfs files under dest.
+func treeFiles(dir, dest string) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir && os.IsNotExist(err) {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files = append(files, File{Dest: path.Join(dest, filepath.ToSlash(rel)), Src: p, Mode: uint64(info.Mode().Perm())})
+		return nil
+	})
+	return files, err
+}

@@ -1,0 +1,116 @@
+// Command nested runs tinyvmm's KVM tests inside an L1 Linux with KVM_AMD that
+// QEMU emulates with TCG, for hosts without a usable /dev/kvm:
+//
+//	go run ./test/nested/cmd/nested -pkg ./kvm/... -pkg ./vmm [-- run --mem 256M -- true]
+//
+// Arguments after -- are a tinyvmm command line run after the tests. It
+// exits with L1's status: 0 when kvmprobe, every test binary and tinyvmm
+// passed.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"tinyvmm/test/nested"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func main() {
+	var pkgs, testArgs listFlag
+	repo := flag.String("repo", ".", "repository root")
+	kernel := flag.String("kernel", "", "L1 kernel (default: out/guest/bzImage of the repository)")
+	cpu := flag.String("cpu", nested.DefaultCPU, "QEMU -cpu for L1")
+	mem := flag.Int("mem", 2048, "L1 memory in MiB")
+	appendArgs := flag.String("append", "", "extra L1 kernel command line")
+	timeout := flag.Duration("timeout", 25*time.Minute, "bound on the whole run, build included")
+	testTimeout := flag.Duration("test-timeout", 10*time.Minute, "bound on each test binary inside L1")
+	probe := flag.Int("probe-exits", 10000, "port-I/O exits kvmprobe times first (0: skip kvmprobe)")
+	keep := flag.Bool("keep", false, "keep the scratch directory with the initramfs")
+	flag.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
+	flag.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
+	flag.Parse()
+
+	if *kernel == "" {
+		*kernel = filepath.Join(*repo, "out", "guest", "bzImage")
+	}
+	if why := nested.Missing(*kernel); why != "" {
+		fail(why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "tinyvmm-nested-")
+	if err != nil {
+		fail(err.Error())
+	}
+	if *keep {
+		logf("scratch directory: %s", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	plan := nested.Plan{
+		Packages:    pkgs,
+		TestArgs:    append([]string{"-test.v"}, testArgs...),
+		TestTimeout: *testTimeout,
+		Tinyvmm:     flag.Args(),
+		ProbeExits:  *probe,
+	}
+	start := time.Now()
+	files, lines, err := nested.Assemble(ctx, *repo, work, plan, logf)
+	if err != nil {
+		fail(err.Error())
+	}
+	initramfs := filepath.Join(work, "initramfs.cpio")
+	if err := writeInitramfs(initramfs, files, lines); err != nil {
+		fail(err.Error())
+	}
+	logf("built in %v; booting L1 (%s, -cpu %s) under TCG; plan:\n  %s",
+		time.Since(start).Round(time.Second), *kernel, *cpu, strings.Join(lines, "\n  "))
+
+	res, err := nested.Boot(ctx, nested.Machine{
+		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, Append: *appendArgs, Output: os.Stdout,
+	})
+	if err != nil {
+		fail(err.Error())
+	}
+	logf("L1 reached init after %v; KVM in L1: %v; run took %v", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Elapsed.Round(time.Second))
+	for _, s := range res.Steps {
+		logf("  status %3d  %6.1fs  %s", s.Status, s.Seconds, s.Command)
+	}
+	if res.Status != 0 {
+		logf("FAIL: status %d", res.Status)
+		os.Exit(1)
+	}
+	logf("PASS")
+}
+
+func writeInitramfs(name string, files []nested.File, plan []string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := nested.WriteInitramfs(f, files, plan); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "nested: "+format+"\n", args...)
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "nested: error:", msg)
+	os.Exit(2)
+}

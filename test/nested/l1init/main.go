@@ -1,0 +1,154 @@
+// Command l1init is /init of the nested L1 machine: a Linux with KVM that runs
+// under QEMU TCG, so that tinyvmm gets a real /dev/kvm on a host without one.
+//
+// It mounts the pseudo file systems, then runs the steps listed in /plan, one
+// command per line (words split on spaces; "cd DIR" changes the directory of
+// the steps that follow; '#' starts a comment). The output goes to the
+// console. It ends with one marker line that the runner on the host parses:
+//
+//	NESTED-EXIT <status>
+//
+// where status is 0 when every step exited 0, and then reboots; QEMU runs
+// with -no-reboot, so that ends the run.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ExitMarker starts the last line l1init prints; the runner parses it.
+const ExitMarker = "NESTED-EXIT "
+
+// StepMarker starts the line l1init prints after each step.
+const StepMarker = "NESTED-STEP "
+
+func main() {
+	status := run()
+	fmt.Printf("%s%d\n", ExitMarker, status)
+	unix.Sync()
+	// Restart is what QEMU's -no-reboot turns into an exit; power-off would
+	// need ACPI, which the kernel may not have.
+	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART); err != nil {
+		fmt.Println("l1init: reboot:", err)
+	}
+	select {}
+}
+
+func run() int {
+	if err := mountAll(); err != nil {
+		fmt.Println("l1init:", err)
+		return 125
+	}
+	os.Setenv("PATH", "/bin:/sbin:/usr/bin")
+	os.Setenv("HOME", "/tmp")
+	os.Setenv("TMPDIR", "/tmp")
+	describeHost()
+
+	plan, err := os.ReadFile("/plan")
+	if err != nil {
+		fmt.Println("l1init: no /plan in the initramfs:", err)
+		return 125
+	}
+	status := 0
+	for n, line := range strings.Split(string(plan), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		words := strings.Fields(line)
+		if len(words) == 0 {
+			continue
+		}
+		if words[0] == "cd" && len(words) == 2 {
+			if err := os.Chdir(words[1]); err != nil {
+				fmt.Printf("l1init: plan line %d: %v\n", n+1, err)
+				status = 125
+			}
+			continue
+		}
+		code, elapsed := runStep(words)
+		fmt.Printf("%sstatus=%d seconds=%.1f cmd=%s\n", StepMarker, code, elapsed.Seconds(), strings.Join(words, " "))
+		if code != 0 && status == 0 {
+			status = code
+		}
+	}
+	return status
+}
+
+func runStep(words []string) (int, time.Duration) {
+	start := time.Now()
+	cmd := exec.Command(words[0], words[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	if err == nil {
+		return 0, elapsed
+	}
+	if exit, ok := err.(*exec.ExitError); ok && exit.ExitCode() > 0 {
+		return exit.ExitCode(), elapsed
+	}
+	fmt.Printf("l1init: %s: %v\n", words[0], err)
+	return 126, elapsed
+}
+
+func mountAll() error {
+	mounts := []struct{ fs, dir string }{
+		{"devtmpfs", "/dev"}, {"proc", "/proc"}, {"sysfs", "/sys"}, {"tmpfs", "/tmp"}, {"tmpfs", "/run"},
+	}
+	for _, m := range mounts {
+		if err := os.MkdirAll(m.dir, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(m.fs, m.dir, m.fs, 0, ""); err != nil && err != unix.EBUSY {
+			return fmt.Errorf("mount %s on %s: %v", m.fs, m.dir, err)
+		}
+	}
+	// ip netns wants /run/netns; loopback is brought up by the tests that need it.
+	return os.MkdirAll("/run/netns", 0o755)
+}
+
+// describeHost prints what the runner's report needs: uptime at init and
+// whether KVM came up (with the CPU's virtualization flags when it did not).
+func describeHost() {
+	if up, err := os.ReadFile("/proc/uptime"); err == nil {
+		fmt.Printf("l1init: kernel reached init after %s s\n", strings.Fields(string(up))[0])
+	}
+	if _, err := os.Stat("/dev/kvm"); err == nil {
+		fmt.Println("l1init: /dev/kvm present")
+		return
+	}
+	fmt.Println("l1init: /dev/kvm missing; cpu flags:", virtFlags())
+}
+
+func virtFlags() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "flags") && !strings.HasPrefix(line, "vendor_id") {
+			continue
+		}
+		var keep []string
+		for _, w := range strings.Fields(line) {
+			switch w {
+			case "svm", "vmx", "npt", "nrip_save", "nx", "AuthenticAMD", "GenuineIntel":
+				keep = append(keep, w)
+			}
+		}
+		if strings.HasPrefix(line, "flags") {
+			return strings.Join(keep, " ")
+		}
+		fmt.Print("vendor ", strings.Join(keep, " "), "; ")
+	}
+	return "(no flags line)"
+}

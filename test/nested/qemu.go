@@ -1,0 +1,162 @@
+package nested
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Machine is how L1 is booted.
+type Machine struct {
+	// Kernel is L1's kernel: a bzImage, or a vmlinux with a PVH note.
+	Kernel string
+	// Initramfs is the cpio that WriteInitramfs made.
+	Initramfs string
+	// CPU is QEMU's -cpu; DefaultCPU when empty.
+	CPU string
+	// MemMB is L1's memory; 2048 when zero.
+	MemMB int
+	// Append is added to the kernel command line (kvm_amd.npt=0, ...).
+	Append string
+	// Output receives the console, line by line, as it comes.
+	Output io.Writer
+}
+
+// DefaultCPU is an AMD CPU model that QEMU's TCG implements with SVM and
+// nested paging: what kvm_amd in L1 needs.
+const DefaultCPU = "max"
+
+// Step is one line of the plan as l1init reported it.
+type Step struct {
+	Command string
+	Status  int
+	Seconds float64
+}
+
+// Result is what one L1 run reported.
+type Result struct {
+	// Status is l1init's overall status: 0 when every step passed.
+	Status int
+	Steps  []Step
+	// KVM is true when l1init found /dev/kvm in L1.
+	KVM bool
+	// ToInit is the wall time from QEMU's start to l1init's first line.
+	ToInit time.Duration
+	// Elapsed is the wall time of the whole run.
+	Elapsed time.Duration
+}
+
+// QEMUBinary is the emulator the runner starts.
+const QEMUBinary = "qemu-system-x86_64"
+
+// Boot runs L1 until l1init reports, the machine ends, or ctx is done (then
+// QEMU is killed). An error means L1 gave no result; a failing step is not an
+// error but a non-zero Result.Status.
+func Boot(ctx context.Context, m Machine) (Result, error) {
+	cpu, mem := m.CPU, m.MemMB
+	if cpu == "" {
+		cpu = DefaultCPU
+	}
+	if mem == 0 {
+		mem = 2048
+	}
+	out := m.Output
+	if out == nil {
+		out = io.Discard
+	}
+	// No network device at all: L1 builds its own taps and namespaces.
+	args := []string{
+		"-accel", "tcg", "-cpu", cpu, "-smp", "1", "-m", strconv.Itoa(mem),
+		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+		"-nic", "none", "-no-reboot",
+		"-kernel", m.Kernel, "-initrd", m.Initramfs,
+		"-append", strings.TrimSpace("console=ttyS0 panic=-1 " + m.Append),
+	}
+	cmd := exec.CommandContext(ctx, QEMUBinary, args...)
+	cmd.WaitDelay = 5 * time.Second
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return Result{}, err
+	}
+	cmd.Stderr = cmd.Stdout
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Result{}, fmt.Errorf("start %s: %v (install qemu-system-x86)", QEMUBinary, err)
+	}
+	res, tail, gotExit := scanConsole(pipe, out, start)
+	waitErr := cmd.Wait()
+	res.Elapsed = time.Since(start)
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("L1 timed out after %v; last console lines:\n%s", res.Elapsed.Round(time.Second), tail)
+	case !gotExit:
+		return res, fmt.Errorf("L1 ended without a result (%v); last console lines:\n%s", waitErr, tail)
+	}
+	return res, nil
+}
+
+// scanConsole copies the console to out and picks up l1init's markers. It
+// returns the last lines for error messages and whether the exit marker came.
+func scanConsole(r io.Reader, out io.Writer, start time.Time) (Result, string, bool) {
+	var res Result
+	var last []string
+	gotExit := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		fmt.Fprintln(out, line)
+		if last = append(last, line); len(last) > 20 {
+			last = last[1:]
+		}
+		switch {
+		case strings.HasPrefix(line, "l1init: kernel reached init"):
+			res.ToInit = time.Since(start)
+		case line == "l1init: /dev/kvm present":
+			res.KVM = true
+		case strings.HasPrefix(line, "NESTED-STEP "):
+			if s, ok := parseStep(strings.TrimPrefix(line, "NESTED-STEP ")); ok {
+				res.Steps = append(res.Steps, s)
+			}
+		case strings.HasPrefix(line, "NESTED-EXIT "):
+			if n, err := strconv.Atoi(strings.TrimPrefix(line, "NESTED-EXIT ")); err == nil {
+				res.Status, gotExit = n, true
+			}
+		}
+	}
+	return res, strings.Join(last, "\n"), gotExit
+}
+
+// parseStep reads "status=N seconds=F cmd=WORDS...".
+func parseStep(s string) (Step, bool) {
+	var st Step
+	status, rest, ok1 := strings.Cut(strings.TrimPrefix(s, "status="), " seconds=")
+	secs, cmd, ok2 := strings.Cut(rest, " cmd=")
+	n, err1 := strconv.Atoi(status)
+	f, err2 := strconv.ParseFloat(secs, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return st, false
+	}
+	return Step{Command: cmd, Status: n, Seconds: f}, true
+}
+
+// Missing says, in one line, why a nested run cannot happen here (empty when
+// it can): no QEMU, or no L1 kernel at kernel.
+func Missing(kernel string) string {
+	if _, err := exec.LookPath(QEMUBinary); err != nil {
+		return QEMUBinary + " not found: apt-get install qemu-system-x86"
+	}
+	if _, err := os.Stat(kernel); errors.Is(err, os.ErrNotExist) {
+		return "no L1 kernel at " + kernel + ": run make guest"
+	} else if err != nil {
+		return err.Error()
+	}
+	return ""
+}

@@ -1,0 +1,97 @@
+package nested
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/u-root/u-root/pkg/cpio"
+)
+
+func TestInitramfsHasParentsPlanAndLinks(t *testing.T) {
+	var buf bytes.Buffer
+	files := []File{
+		{Dest: "/repo/kvm/kvm.test", Data: []byte("ELF"), Mode: 0o755},
+		{Dest: "/bin/sh", Link: "busybox"},
+	}
+	if err := WriteInitramfs(&buf, files, []string{"kvmprobe", "cd /repo/kvm"}); err != nil {
+		t.Fatal(err)
+	}
+	records, err := cpio.ReadAllRecords(cpio.Newc.Reader(bytes.NewReader(buf.Bytes())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]cpio.Record{}
+	var order []string
+	for _, r := range records {
+		byName[r.Name] = r
+		order = append(order, r.Name)
+	}
+	for _, want := range []string{"dev/console", "plan", "bin", "repo", "repo/kvm", "repo/kvm/kvm.test", "bin/sh"} {
+		if _, ok := byName[want]; !ok {
+			t.Errorf("initramfs lacks %q; has %v", want, order)
+		}
+	}
+	if idx(order, "repo/kvm") > idx(order, "repo/kvm/kvm.test") {
+		t.Errorf("directory comes after its file: %v", order)
+	}
+	plan, _ := io.ReadAll(io.NewSectionReader(byName["plan"], 0, int64(byName["plan"].FileSize)))
+	if string(plan) != "kvmprobe\ncd /repo/kvm\n" {
+		t.Errorf("plan = %q", plan)
+	}
+	if m := byName["repo/kvm/kvm.test"].Mode; m != cpio.S_IFREG|0o755 {
+		t.Errorf("test binary mode = %o", m)
+	}
+	if m := byName["bin/sh"].Mode; m&cpio.S_IFMT != cpio.S_IFLNK {
+		t.Errorf("bin/sh is not a symlink: mode %o", m)
+	}
+}
+
+func TestInitramfsRejectsRelativeDestination(t *testing.T) {
+	err := WriteInitramfs(io.Discard, []File{{Dest: "repo/x", Data: nil}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Fatalf("err = %v, want an absolute-path error", err)
+	}
+}
+
+func idx(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestScanConsoleParsesMarkers(t *testing.T) {
+	console := strings.Join([]string{
+		"[    0.000000] Linux version 6.1",
+		"l1init: kernel reached init after 3.20 s",
+		"l1init: /dev/kvm present",
+		"NESTED-STEP status=0 seconds=1.5 cmd=kvmprobe -exits 10",
+		"NESTED-STEP status=3 seconds=20.0 cmd=./kvm.test -test.v",
+		"NESTED-STEP garbage",
+		"NESTED-EXIT 3\r",
+	}, "\n")
+	var out bytes.Buffer
+	res, _, gotExit := scanConsole(strings.NewReader(console), &out, time.Now())
+	if !gotExit || res.Status != 3 || !res.KVM {
+		t.Fatalf("gotExit=%v status=%d kvm=%v", gotExit, res.Status, res.KVM)
+	}
+	want := []Step{{"kvmprobe -exits 10", 0, 1.5}, {"./kvm.test -test.v", 3, 20}}
+	if len(res.Steps) != 2 || res.Steps[0] != want[0] || res.Steps[1] != want[1] {
+		t.Fatalf("steps = %+v, want %+v", res.Steps, want)
+	}
+	if !strings.Contains(out.String(), "Linux version") {
+		t.Errorf("console not copied to output")
+	}
+}
+
+func TestScanConsoleWithoutExitMarker(t *testing.T) {
+	res, tail, gotExit := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, time.Now())
+	if gotExit || res.Status != 0 || !strings.Contains(tail, "Kernel panic") {
+		t.Fatalf("gotExit=%v status=%d tail=%q", gotExit, res.Status, tail)
+	}
+}
