@@ -124,7 +124,7 @@ func probe(loops uint16) error {
 	copy(mem[codeAddr:], code)
 
 	region := struct {
-		slot, flags             uint32
+		slot, flags            uint32
 		guestPhys, size, uaddr uint64
 	}{0, 0, 0, memSize, uint64(uintptr(unsafe.Pointer(&mem[0])))}
 	if _, err := ioctl(vm, kvmSetUserMemoryRegion, uintptr(unsafe.Pointer(&region))); err != nil {
