@@ -1,0 +1,52 @@
+package virtionet
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Backend is where the device's frames go and come from. Each frame is one
+// writev (tx) or one readv (rx) on Fd, vnet header first. The tap is the
+// real implementation; tests use a SOCK_SEQPACKET socketpair.
+type Backend interface {
+	// Name identifies the backend in messages and stats ("tap0").
+	Name() string
+	// Fd is non-blocking and pollable with epoll.
+	Fd() int
+	// Offloads are the TUNSETOFFLOAD flags the backend accepts.
+	Offloads() uint
+	// SetVnetHdrSize sets the size of the vnet header in front of frames.
+	SetVnetHdrSize(n int) error
+	// SetOffload sets which offloaded frames the backend may hand over.
+	SetOffload(flags uint) error
+	Close() error
+}
+
+// readv reads one frame into iov; it returns EAGAIN when none is waiting.
+func readv(fd int, iov []unix.Iovec) (int, error) {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
+// writev writes one frame gathered from iov.
+func writev(fd int, iov []unix.Iovec) (int, error) {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}

@@ -1,0 +1,121 @@
+package virtionet
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+)
+
+// Defaults of the datapath, from Linux drivers/vhost/net.c.
+const (
+	DefaultWeightPkts  = 256     // VHOST_NET_PKT_WEIGHT
+	DefaultWeightBytes = 0x80000 // VHOST_NET_WEIGHT
+	DefaultRxBatch     = 64      // VHOST_NET_BATCH
+	// DefaultNotifyThreshold publishes used entries (and signals the
+	// guest if it asked) every this many tx chains within a run. Chosen
+	// from the notify-threshold sweep of `benchdevice` (see README).
+	DefaultNotifyThreshold = 16
+	DefaultMTU             = 1500
+	DefaultQueueSize       = 256
+)
+
+// Config is what the VMM (and the CLI) hand to New.
+type Config struct {
+	// Tap is the tap interface to open or create.
+	Tap string
+	// MAC is the guest's MAC; nil means a stable one derived from Tap.
+	MAC net.HardwareAddr
+	// MTU offered to the guest (VIRTIO_NET_F_MTU); 0 means 1500.
+	MTU int
+	// QueueSize is the maximum size of each virtqueue; 0 means 256.
+	QueueSize uint16
+	Tuning
+	// Trace, when set, gets one compact line per datapath event.
+	Trace io.Writer
+	// Log gets one-line notices ("created tap0"); nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Tuning holds the knobs of the vhost-style datapath (issue 4). Start from
+// DefaultTuning: in a zero Tuning every weight means "unlimited".
+type Tuning struct {
+	// Weights bound one run of the worker on a queue; 0 means unlimited.
+	// When one is hit the queue is requeued behind the other one.
+	TxWeightPkts, TxWeightBytes int
+	RxWeightPkts, RxWeightBytes int
+	// RxBatch is how many frames rx reads per batch before it publishes
+	// used entries once and signals once; 0 means DefaultRxBatch.
+	RxBatch int
+	// NotifyThreshold is how many tx chains are completed between two
+	// publishes of the used index within a run; 0 means the default.
+	NotifyThreshold int
+}
+
+// DefaultTuning is Linux vhost-net's behaviour.
+func DefaultTuning() Tuning {
+	return Tuning{
+		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
+		RxWeightPkts: DefaultWeightPkts, RxWeightBytes: DefaultWeightBytes,
+		RxBatch: DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
+	}
+}
+
+// normalized fills in the defaults and rejects nonsense, in one line.
+func (c Config) normalized() (Config, error) {
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.MTU < 68 || c.MTU > 65535 {
+		return c, fmt.Errorf("net %s: mtu %d is outside 68..65535", c.Tap, c.MTU)
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.QueueSize&(c.QueueSize-1) != 0 || c.QueueSize > 32768 {
+		return c, fmt.Errorf("net %s: queue size %d is not a power of two up to 32768", c.Tap, c.QueueSize)
+	}
+	if c.RxBatch == 0 {
+		c.RxBatch = DefaultRxBatch
+	}
+	if c.NotifyThreshold == 0 {
+		c.NotifyThreshold = DefaultNotifyThreshold
+	}
+	t := c.Tuning
+	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold} {
+		if v < 0 {
+			return c, fmt.Errorf("net %s: weights, rx batch and notify threshold must not be negative", c.Tap)
+		}
+	}
+	if c.MAC == nil {
+		c.MAC = DefaultMAC(c.Tap)
+	}
+	if len(c.MAC) != 6 || c.MAC[0]&1 != 0 {
+		return c, fmt.Errorf("net %s: mac %v is not a 6-byte unicast address", c.Tap, c.MAC)
+	}
+	if c.Log == nil {
+		c.Log = func(string, ...any) {}
+	}
+	return c, nil
+}
+
+// DefaultMAC derives a stable, locally administered unicast MAC from the
+// tap name, so a guest keeps its address across runs.
+func DefaultMAC(tap string) net.HardwareAddr {
+	sum := sha256.Sum256([]byte("tinyvmm:" + tap))
+	mac := net.HardwareAddr(sum[:6:6])
+	mac[0] = mac[0]&^0x01 | 0x02 // unicast, locally administered
+	return mac
+}
+
+// ParseMAC parses a MAC for --net ...,mac=MAC with a one-line error.
+func ParseMAC(s string) (net.HardwareAddr, error) {
+	mac, err := net.ParseMAC(s)
+	if err != nil || len(mac) != 6 {
+		return nil, fmt.Errorf("mac %q is not of the form 52:54:00:12:34:56", s)
+	}
+	if mac[0]&1 != 0 {
+		return nil, fmt.Errorf("mac %q is a multicast address; the first byte must be even", s)
+	}
+	return mac, nil
+}

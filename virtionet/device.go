@@ -1,0 +1,144 @@
+// Package virtionet is tinyvmm's virtio-net device: features and config
+// space, a vhost-style worker per queue pair (weights with requeue, batched
+// rx, event-idx suppression on both rings) and its backends (tap).
+package virtionet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"tinyvmm/devices"
+)
+
+// Queue indexes of the single queue pair.
+const (
+	rxQueue = 0
+	txQueue = 1
+)
+
+// Device is a virtio-net device; it implements devices.VirtioDevice.
+type Device struct {
+	cfg      Config
+	backend  Backend
+	features uint64
+	config   [cfgSize]byte
+	counters [2]queueCounters // rx, tx
+
+	mu     sync.Mutex
+	worker *worker // the running worker, nil before Activate and after Reset
+}
+
+var _ devices.VirtioDevice = (*Device)(nil)
+
+// New opens (or creates) the tap cfg.Tap and returns the device on it.
+// cfg.Log is told which of the two happened.
+func New(cfg Config) (*Device, error) {
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Tap == "" {
+		return nil, errors.New("net: no tap name given (use --net tap=NAME)")
+	}
+	tap, err := OpenTap(cfg.Tap, cfg.MTU)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Log("%s", tap.Opened())
+	return NewWithBackend(cfg, tap)
+}
+
+// NewWithBackend returns a device on an already open backend, which it
+// then owns (Close closes it).
+func NewWithBackend(cfg Config, b Backend) (*Device, error) {
+	if cfg.Tap == "" {
+		cfg.Tap = b.Name()
+	}
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return nil, err
+	}
+	return &Device{
+		cfg:      cfg,
+		backend:  b,
+		features: offeredFeatures(b.Offloads()),
+		config:   configSpace(cfg.MAC, cfg.MTU),
+	}, nil
+}
+
+// MAC is the guest's MAC address.
+func (d *Device) MAC() net.HardwareAddr { return d.cfg.MAC }
+
+// Backend is the device's backend (the tap).
+func (d *Device) Backend() Backend { return d.backend }
+
+// Type implements devices.VirtioDevice: 1 is net.
+func (d *Device) Type() uint16 { return 1 }
+
+// Features implements devices.VirtioDevice.
+func (d *Device) Features() uint64 { return d.features }
+
+// QueueMaxSizes implements devices.VirtioDevice: one rx and one tx queue.
+func (d *Device) QueueMaxSizes() []uint16 { return []uint16{d.cfg.QueueSize, d.cfg.QueueSize} }
+
+// ReadConfig implements devices.VirtioDevice.
+func (d *Device) ReadConfig(offset uint64, data []byte) { readConfig(d.config[:], offset, data) }
+
+// WriteConfig implements devices.VirtioDevice; every field is read-only.
+func (d *Device) WriteConfig(offset uint64, data []byte) {}
+
+// Activate implements devices.VirtioDevice: it sets the backend's vnet
+// header size and offloads from the acked features and starts the worker.
+func (d *Device) Activate(a devices.Activation) error {
+	if len(a.Queues) < 2 || len(a.Kicks) < 2 {
+		return fmt.Errorf("net %s: activation needs an rx and a tx queue, got %d queues and %d kicks",
+			d.cfg.Tap, len(a.Queues), len(a.Kicks))
+	}
+	if a.Features&^d.features != 0 {
+		return fmt.Errorf("net %s: driver acked features %#x that were not offered", d.cfg.Tap, a.Features&^d.features)
+	}
+	d.Reset()
+	if err := d.backend.SetVnetHdrSize(vnetHdrLen(a.Features)); err != nil {
+		return err
+	}
+	if err := d.backend.SetOffload(tunOffloadsFor(a.Features)); err != nil {
+		return err
+	}
+	w, err := newWorker(d, a)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.worker = w
+	d.mu.Unlock()
+	w.start()
+	return nil
+}
+
+// Reset implements devices.VirtioDevice: it stops the worker and returns
+// once it no longer touches guest memory.
+func (d *Device) Reset() {
+	d.mu.Lock()
+	w := d.worker
+	d.worker = nil
+	d.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
+}
+
+// Close resets the device and closes its backend.
+func (d *Device) Close() error {
+	d.Reset()
+	return d.backend.Close()
+}
+
+// Stats returns the device's counters; safe while the worker runs.
+func (d *Device) Stats() Stats {
+	return Stats{Tap: d.cfg.Tap, Queues: []QueueStats{
+		d.counters[rxQueue].snapshot("rx"),
+		d.counters[txQueue].snapshot("tx"),
+	}}
+}

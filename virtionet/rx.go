@@ -1,0 +1,300 @@
+package virtionet
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/devices"
+)
+
+// rxChain is one popped rx chain; its writable buffers are descs[start:end]
+// of the pool (Pop's own slice is only valid until the next Pop).
+type rxChain struct {
+	head       uint16
+	start, end int
+	capacity   int
+}
+
+// rxPool holds the rx chains popped during one batch. Frames consume them
+// from the front, in order, so the unconsumed ones are always the last
+// popped and Rewind can give them back.
+type rxPool struct {
+	descs  []devices.Desc
+	chains []rxChain
+	next   int // first unconsumed chain
+}
+
+func (p *rxPool) reset() {
+	p.descs, p.chains, p.next = p.descs[:0], p.chains[:0], 0
+}
+
+func (p *rxPool) unconsumed() int { return len(p.chains) - p.next }
+
+type rxResult int
+
+const (
+	rxBatchFull    rxResult = iota // RxBatch frames read; go on
+	rxBudget                       // a weight is used up; requeue
+	rxBackendEmpty                 // nothing more to read; wait for the backend
+	rxNoBuffers                    // the guest has no room for a frame; wait for a kick
+	rxBroken                       // the guest broke the queue
+)
+
+var errRxChain = errors.New("rx chain")
+
+// handleRx moves frames from the backend into guest rx buffers, batch by
+// batch, until the backend is empty, the guest is out of buffers or a
+// budget is used up (then it returns true: run again without a kick).
+func (w *worker) handleRx() (requeue bool) {
+	q := w.q[rxQueue]
+	q.DisableNotify()
+	pkts, bytes := 0, 0
+	for {
+		switch w.rxBatch(&pkts, &bytes) {
+		case rxBatchFull:
+		case rxBudget:
+			if w.trace != nil {
+				w.trace.event("rx", "budget", "pkts", pkts, "bytes", bytes)
+			}
+			return true
+		case rxBackendEmpty:
+			w.watchTap(true)
+			return false
+		case rxNoBuffers:
+			if w.rxBuffersArrived() {
+				q.DisableNotify()
+				continue
+			}
+			w.watchTap(false)
+			return false
+		case rxBroken:
+			return false
+		}
+	}
+}
+
+// rxBatch reads up to RxBatch frames, then publishes the used entries once
+// and signals the guest at most once.
+func (w *worker) rxBatch(pkts, bytes *int) rxResult {
+	q, c, p := w.q[rxQueue], &w.d.counters[rxQueue], &w.rx
+	p.reset()
+	frames, reads := 0, 0
+	res := rxBatchFull
+	for reads < max(w.tuning.RxBatch, 1) {
+		capacity, err := w.gatherFrame()
+		if err != nil {
+			w.breakQueue(rxQueue, err)
+			res = rxBroken
+			break
+		}
+		if capacity < 0 {
+			res = rxNoBuffers
+			break
+		}
+		n, err := w.receive(capacity)
+		if errors.Is(err, unix.EAGAIN) {
+			res = rxBackendEmpty
+			break
+		}
+		reads++
+		if err != nil {
+			c.drop(DropRxReadError)
+			res = rxBackendEmpty // level-triggered epoll brings us back
+			break
+		}
+		if n > 0 {
+			frames++
+			*pkts++
+			*bytes += n
+		}
+		if overWeight(c, *pkts, *bytes, w.tuning.RxWeightPkts, w.tuning.RxWeightBytes) {
+			res = rxBudget
+			break
+		}
+	}
+	if k := p.unconsumed(); k > 0 && res != rxBroken {
+		q.Rewind(uint16(k))
+	}
+	if frames > 0 {
+		c.batch(frames)
+		if w.trace != nil {
+			w.trace.event("rx", "batch", "", frames)
+		}
+		w.publish(rxQueue)
+	}
+	return res
+}
+
+// rxBuffersArrived re-enables rx kicks and reports whether the driver added
+// buffers beyond the ones that were too few for a frame. avail_event is set
+// past those, or the driver, already beyond it, would never kick.
+func (w *worker) rxBuffersArrived() bool {
+	q := w.q[rxQueue]
+	k := w.rx.unconsumed()
+	q.AvailEventAhead = uint16(k)
+	more := q.EnableNotify()
+	q.AvailEventAhead = 0
+	if k == 0 || !more {
+		return more
+	}
+	n := 0
+	for ; n <= k; n++ {
+		if _, ok, err := q.Pop(); err != nil {
+			q.Rewind(uint16(n))
+			return true // the next Pop reports it
+		} else if !ok {
+			break
+		}
+	}
+	q.Rewind(uint16(n))
+	return n > k
+}
+
+// gatherFrame lines up guest buffers for the next frame in w.iov, from the
+// pool's unconsumed chains and new pops: one chain, or with MRG_RXBUF as
+// many as a largest frame needs. It returns their capacity, -1 when the
+// guest has too few buffers, or an error when it broke the rules.
+func (w *worker) gatherFrame() (int, error) {
+	p := &w.rx
+	w.iov = w.iov[:0]
+	capacity := 0
+	for i := p.next; ; i++ {
+		if i == len(p.chains) {
+			ok, err := w.popRx()
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return -1, nil
+			}
+		}
+		ch := p.chains[i]
+		if len(w.iov)+(ch.end-ch.start) > maxIov {
+			if i == p.next {
+				return ch.capacity, nil // iov stays empty: receive copies
+			}
+			break
+		}
+		for _, d := range p.descs[ch.start:ch.end] {
+			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
+			w.iov = append(w.iov, iovec(buf))
+		}
+		capacity += ch.capacity
+		if !w.mergeable || capacity >= w.maxFrame {
+			break
+		}
+	}
+	return capacity, nil
+}
+
+// popRx pops one rx chain into the pool and checks it: only writable
+// buffers, room at least for the vnet header (5.1.6.3.1).
+func (w *worker) popRx() (bool, error) {
+	p := &w.rx
+	chain, ok, err := w.q[rxQueue].Pop()
+	if err != nil || !ok {
+		return false, err
+	}
+	rc := rxChain{head: chain.Head, start: len(p.descs)}
+	for _, d := range chain.Bufs {
+		if !d.Write {
+			return false, fmt.Errorf("%w from head %d has a device-readable buffer", errRxChain, chain.Head)
+		}
+		if d.Len > 0 {
+			p.descs = append(p.descs, d)
+			rc.capacity += int(d.Len)
+		}
+	}
+	rc.end = len(p.descs)
+	if rc.capacity < w.hdrLen {
+		return false, fmt.Errorf("%w from head %d has %d bytes, less than the %d-byte vnet header",
+			errRxChain, chain.Head, rc.capacity, w.hdrLen)
+	}
+	p.chains = append(p.chains, rc)
+	return true, nil
+}
+
+// receive reads one frame into the gathered buffers (straight in when they
+// can hold any frame, else through the scratch buffer), returns the used
+// chains to the guest and gives the frame length without header (0 when
+// it was dropped).
+func (w *worker) receive(capacity int) (int, error) {
+	c := &w.d.counters[rxQueue]
+	var n int
+	var err error
+	direct := len(w.iov) > 0 && capacity >= w.maxFrame
+	if direct {
+		n, err = readv(w.fd, w.iov)
+		if err == nil && n == capacity && capacity > w.maxFrame {
+			c.drop(DropRxTooBig) // truncated: larger than the backend should deliver
+			return 0, nil
+		}
+	} else {
+		s := w.scratchBuf()
+		n, err = readv(w.fd, []unix.Iovec{iovec(s)})
+		if err == nil && (n > capacity || n == len(s)) {
+			c.drop(DropRxTooBig)
+			return 0, nil
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	if n < w.hdrLen {
+		c.drop(DropRxReadError)
+		return 0, nil
+	}
+	w.completeFrame(n, !direct)
+	c.frames.Add(1)
+	c.bytes.Add(uint64(n - w.hdrLen))
+	return n - w.hdrLen, nil
+}
+
+// completeFrame hands the chains holding an n-byte frame back to the guest,
+// copying it from scratch first if asked, and fills in num_buffers.
+func (w *worker) completeFrame(n int, fromScratch bool) {
+	p, q := &w.rx, w.q[rxQueue]
+	first := p.chains[p.next]
+	src := w.scratch[:n]
+	used := 0
+	for rem := n; rem > 0 || used == 0; used++ {
+		ch := p.chains[p.next+used]
+		take := min(rem, ch.capacity)
+		if fromScratch {
+			w.scatter(ch, src[:take])
+			src = src[take:]
+		}
+		q.AddUsed(ch.head, uint32(take))
+		rem -= take
+	}
+	if w.hdrLen == 12 {
+		var nb [2]byte
+		binary.LittleEndian.PutUint16(nb[:], uint16(used))
+		w.writeAt(first, 10, nb[:])
+	}
+	p.next += used
+}
+
+// scatter copies b into a chain's buffers from their start.
+func (w *worker) scatter(ch rxChain, b []byte) {
+	w.writeAt(ch, 0, b)
+}
+
+// writeAt writes b at byte offset off of a chain's buffers.
+func (w *worker) writeAt(ch rxChain, off int, b []byte) {
+	for _, d := range w.rx.descs[ch.start:ch.end] {
+		if len(b) == 0 {
+			return
+		}
+		if off >= int(d.Len) {
+			off -= int(d.Len)
+			continue
+		}
+		buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
+		k := copy(buf[off:], b)
+		b, off = b[k:], 0
+	}
+}

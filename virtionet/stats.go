@@ -1,0 +1,146 @@
+package virtionet
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// DropReason says why a frame was not delivered.
+type DropReason int
+
+// Why frames are dropped; each has its own counter.
+const (
+	DropTxShort DropReason = iota
+	DropTxWritable
+	DropTxWriteError
+	DropRxTooBig
+	DropRxReadError
+	DropRxBadBuffer
+	numDropReasons
+)
+
+var dropReasonText = [numDropReasons]string{
+	DropTxShort:      "tx frame shorter than the vnet header",
+	DropTxWritable:   "tx chain with device-writable buffers",
+	DropTxWriteError: "tap write error",
+	DropRxTooBig:     "rx frame larger than buffers",
+	DropRxReadError:  "tap read error",
+	DropRxBadBuffer:  "rx buffer too small for the vnet header",
+}
+
+func (r DropReason) String() string { return dropReasonText[r] }
+
+// batchBuckets is the number of log2 buckets of the rx batch histogram:
+// 1, 2-3, 4-7, ... 64-127, 128 and more.
+const batchBuckets = 8
+
+// queueCounters are one queue's counters, written by the worker and read
+// by anyone at any time.
+type queueCounters struct {
+	frames, bytes, kicks, interrupts atomic.Uint64
+	budgetPktHits, budgetByteHits    atomic.Uint64
+	drops                            [numDropReasons]atomic.Uint64
+	batches                          [batchBuckets]atomic.Uint64
+}
+
+func (c *queueCounters) drop(r DropReason) { c.drops[r].Add(1) }
+
+func (c *queueCounters) batch(frames int) {
+	if frames <= 0 {
+		return
+	}
+	b := bits.Len(uint(frames)) - 1
+	c.batches[min(b, batchBuckets-1)].Add(1)
+}
+
+// QueueStats is a snapshot of one queue's counters.
+type QueueStats struct {
+	Queue      string            `json:"queue"`
+	Frames     uint64            `json:"frames"`
+	Bytes      uint64            `json:"bytes"`
+	Kicks      uint64            `json:"kicks"`
+	Interrupts uint64            `json:"interrupts"`
+	Drops      map[string]uint64 `json:"drops,omitempty"`
+	// BudgetPktHits and BudgetByteHits count runs ended by a weight.
+	BudgetPktHits  uint64 `json:"budget_pkt_hits"`
+	BudgetByteHits uint64 `json:"budget_byte_hits"`
+	// Batches is the histogram of frames per rx batch, keyed "1", "2-3", ...
+	Batches map[string]uint64 `json:"batches,omitempty"`
+}
+
+// Stats is a snapshot of the device's counters; it marshals to JSON.
+type Stats struct {
+	Tap    string       `json:"tap"`
+	Queues []QueueStats `json:"queues"`
+}
+
+func bucketName(i int) string {
+	lo := 1 << i
+	if i == batchBuckets-1 {
+		return fmt.Sprintf("%d+", lo)
+	}
+	if lo == 1 {
+		return "1"
+	}
+	return fmt.Sprintf("%d-%d", lo, 2*lo-1)
+}
+
+func (c *queueCounters) snapshot(name string) QueueStats {
+	s := QueueStats{
+		Queue: name, Frames: c.frames.Load(), Bytes: c.bytes.Load(),
+		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
+		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
+	}
+	for r := range c.drops {
+		if n := c.drops[r].Load(); n > 0 {
+			if s.Drops == nil {
+				s.Drops = map[string]uint64{}
+			}
+			s.Drops[DropReason(r).String()] = n
+		}
+	}
+	for i := range c.batches {
+		if n := c.batches[i].Load(); n > 0 {
+			if s.Batches == nil {
+				s.Batches = map[string]uint64{}
+			}
+			s.Batches[bucketName(i)] = n
+		}
+	}
+	return s
+}
+
+// String is the text form printed by --stats.
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "net %s:\n", s.Tap)
+	for _, q := range s.Queues {
+		fmt.Fprintf(&b, "  %s: %d frames, %d bytes, %d kicks, %d interrupts, budget hits %d pkts / %d bytes\n",
+			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)
+		for _, r := range sortedKeys(q.Drops) {
+			fmt.Fprintf(&b, "    dropped %d: %s\n", q.Drops[r], r)
+		}
+		if len(q.Batches) > 0 {
+			b.WriteString("    frames per rx batch:")
+			for i := 0; i < batchBuckets; i++ {
+				if n, ok := q.Batches[bucketName(i)]; ok {
+					fmt.Fprintf(&b, " %s:%d", bucketName(i), n)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

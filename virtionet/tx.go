@@ -1,0 +1,155 @@
+package virtionet
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/devices"
+)
+
+// maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
+const maxIov = 1024
+
+// handleTx moves guest tx chains to the backend until the ring is empty or
+// a budget is used up; it returns true when it should run again without a
+// kick (requeue). Used entries are published every NotifyThreshold chains
+// and at the end of the run.
+func (w *worker) handleTx() (requeue bool) {
+	q, c := w.q[txQueue], &w.d.counters[txQueue]
+	thr := max(w.tuning.NotifyThreshold, 1)
+	q.DisableNotify()
+	pkts, bytes, unpublished := 0, 0, 0
+	for {
+		chain, ok, err := q.Pop()
+		if err != nil {
+			if unpublished > 0 {
+				w.publish(txQueue)
+			}
+			w.breakQueue(txQueue, err)
+			return false
+		}
+		if !ok {
+			if unpublished > 0 {
+				w.publish(txQueue)
+				unpublished = 0
+			}
+			// In a burst, ask the driver to kick only every threshold
+			// chains, and look again soon by ourselves; otherwise ask
+			// for a kick on the next chain.
+			burst := q.EventIdx && thr > 1 && pkts >= thr
+			q.AvailEventAhead = 0
+			if burst {
+				q.AvailEventAhead = uint16(thr - 1)
+			}
+			if q.EnableNotify() {
+				q.DisableNotify()
+				continue
+			}
+			if burst {
+				w.armPoll()
+			}
+			return false
+		}
+		if w.trace != nil {
+			w.trace.event("tx", "pop", "head", chain.Head, "bufs", len(chain.Bufs))
+		}
+		n := w.transmit(chain)
+		q.AddUsed(chain.Head, 0)
+		pkts++
+		bytes += n
+		if unpublished++; unpublished >= thr {
+			w.publish(txQueue)
+			unpublished = 0
+		}
+		if overWeight(c, pkts, bytes, w.tuning.TxWeightPkts, w.tuning.TxWeightBytes) {
+			if unpublished > 0 {
+				w.publish(txQueue)
+			}
+			if w.trace != nil {
+				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
+			}
+			return true
+		}
+	}
+}
+
+// transmit writes one chain's frame to the backend with one writev and
+// returns its length without the vnet header (0 when it was dropped).
+func (w *worker) transmit(chain devices.Chain) int {
+	c := &w.d.counters[txQueue]
+	w.iov = w.iov[:0]
+	total := 0
+	for _, b := range chain.Bufs {
+		if b.Write {
+			c.drop(DropTxWritable)
+			return 0
+		}
+		if b.Len == 0 {
+			continue
+		}
+		buf, err := w.mem.Slice(b.Addr, uint64(b.Len))
+		if err != nil { // Pop checked it; memory does not shrink
+			c.drop(DropTxShort)
+			return 0
+		}
+		if len(w.iov) == maxIov {
+			return w.transmitLinear(chain, total)
+		}
+		w.iov = append(w.iov, iovec(buf))
+		total += len(buf)
+	}
+	if total < w.hdrLen {
+		c.drop(DropTxShort)
+		return 0
+	}
+	if _, err := writev(w.fd, w.iov); err != nil {
+		c.drop(DropTxWriteError)
+		return 0
+	}
+	c.frames.Add(1)
+	c.bytes.Add(uint64(total - w.hdrLen))
+	return total - w.hdrLen
+}
+
+// transmitLinear copies a chain of more than maxIov buffers into the
+// scratch buffer and writes it from there.
+func (w *worker) transmitLinear(chain devices.Chain, _ int) int {
+	c := &w.d.counters[txQueue]
+	frame := w.scratchBuf()[:0]
+	for _, b := range chain.Bufs {
+		buf, err := w.mem.Slice(b.Addr, uint64(b.Len))
+		if err != nil || len(frame)+len(buf) > cap(frame) {
+			c.drop(DropTxShort)
+			return 0
+		}
+		frame = append(frame, buf...)
+	}
+	if len(frame) < w.hdrLen {
+		c.drop(DropTxShort)
+		return 0
+	}
+	w.iov = append(w.iov[:0], iovec(frame))
+	if _, err := writev(w.fd, w.iov); err != nil {
+		c.drop(DropTxWriteError)
+		return 0
+	}
+	c.frames.Add(1)
+	c.bytes.Add(uint64(len(frame) - w.hdrLen))
+	return len(frame) - w.hdrLen
+}
+
+// scratchBuf holds the largest frame any backend delivers, plus one byte
+// so that a truncated read shows.
+func (w *worker) scratchBuf() []byte {
+	if w.scratch == nil {
+		w.scratch = make([]byte, 12+maxGSOFrame+1)
+	}
+	return w.scratch
+}
+
+func iovec(b []byte) unix.Iovec {
+	v := unix.Iovec{Base: (*byte)(unsafe.Pointer(unsafe.SliceData(b)))}
+	v.SetLen(len(b))
+	return v
+}

@@ -1,0 +1,289 @@
+package virtionet
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/devices"
+)
+
+// pollInterval is how soon the worker looks at the tx ring again while it
+// has set avail_event ahead (the driver then does not kick for every chain).
+const pollInterval = 50_000 // ns
+
+// worker serves one queue pair on its own OS thread, like a vhost worker.
+// Everything but stop runs on that thread.
+type worker struct {
+	d      *Device
+	mem    devices.Memory
+	acked  uint64
+	tuning Tuning
+	trace  *tracer
+
+	hdrLen    int  // vnet header size
+	maxFrame  int  // largest frame (header included) the backend may deliver
+	mergeable bool // VIRTIO_NET_F_MRG_RXBUF
+
+	q      [2]*devices.Queue
+	kick   [2]int
+	irq    [2]devices.Interrupt
+	broken [2]bool
+	fail   func(error)
+	fd     int // backend
+
+	epfd, stopfd, timerfd int
+	tapWatched            bool
+	polling               bool // the poll timer is armed
+	pending               [2]int
+	npending              int
+	done                  chan struct{}
+
+	iov     []unix.Iovec
+	scratch []byte // for frames that do not fit straight into guest buffers
+	rx      rxPool
+}
+
+func newWorker(d *Device, a devices.Activation) (*worker, error) {
+	w := &worker{
+		d: d, mem: a.Mem, acked: a.Features, tuning: d.cfg.Tuning,
+		trace:     newTracer(d.cfg.Trace),
+		hdrLen:    vnetHdrLen(a.Features),
+		maxFrame:  maxRxFrame(a.Features, d.cfg.MTU),
+		mergeable: a.Features&FeatMrgRxBuf != 0,
+		fail:      a.Fail,
+		fd:        d.backend.Fd(),
+		done:      make(chan struct{}),
+		iov:       make([]unix.Iovec, 0, maxIov),
+	}
+	if w.fail == nil {
+		w.fail = func(error) {}
+	}
+	for i := range w.q {
+		q := a.Queues[i]
+		if q == nil || !q.Ready {
+			return nil, fmt.Errorf("net %s: queue %d is not ready at DRIVER_OK", d.cfg.Tap, i)
+		}
+		q.EventIdx = a.Features&FeatEventIdx != 0
+		q.AvailEventAhead = 0
+		w.q[i], w.kick[i] = q, a.Kicks[i]
+		if i < len(a.Interrupts) {
+			w.irq[i] = a.Interrupts[i]
+		}
+	}
+	if err := w.openPoll(); err != nil {
+		w.closePoll()
+		return nil, fmt.Errorf("net %s: %v", d.cfg.Tap, err)
+	}
+	return w, nil
+}
+
+// openPoll creates the epoll set: both kicks, the backend (not watched
+// until the guest has rx buffers), the stop eventfd and the poll timer.
+func (w *worker) openPoll() error {
+	var err error
+	w.epfd, w.stopfd, w.timerfd = -1, -1, -1
+	if w.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return fmt.Errorf("epoll: %v", err)
+	}
+	if w.stopfd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fmt.Errorf("eventfd: %v", err)
+	}
+	if w.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK); err != nil {
+		return fmt.Errorf("timerfd: %v", err)
+	}
+	for _, p := range []struct {
+		fd     int
+		events uint32
+	}{
+		{w.kick[rxQueue], unix.EPOLLIN}, {w.kick[txQueue], unix.EPOLLIN},
+		{w.fd, 0}, {w.stopfd, unix.EPOLLIN}, {w.timerfd, unix.EPOLLIN},
+	} {
+		ev := unix.EpollEvent{Events: p.events, Fd: int32(p.fd)}
+		if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, p.fd, &ev); err != nil {
+			return fmt.Errorf("epoll add fd %d: %v", p.fd, err)
+		}
+	}
+	return nil
+}
+
+func (w *worker) closePoll() {
+	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+func (w *worker) start() { go w.run() }
+
+// stop ends the worker and waits until it has left guest memory alone.
+func (w *worker) stop() {
+	var one = [8]byte{1}
+	unix.Write(w.stopfd, one[:])
+	<-w.done
+	w.closePoll()
+}
+
+// run is the worker loop: wait for kicks, backend readability or the poll
+// timer, then run one queue's handler. A handler that hits its budget is
+// queued again behind the other queue (vhost_poll_queue), so it resumes
+// without a new kick and neither direction starves the other.
+func (w *worker) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(w.done)
+	// The driver may have posted buffers before DRIVER_OK.
+	w.enqueue(txQueue)
+	w.enqueue(rxQueue)
+	var events [8]unix.EpollEvent
+	for {
+		timeout := -1
+		if w.npending > 0 {
+			timeout = 0
+		}
+		n, err := unix.EpollWait(w.epfd, events[:], timeout)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			w.fail(fmt.Errorf("net %s: epoll_wait: %v", w.d.cfg.Tap, err))
+			return
+		}
+		for _, ev := range events[:n] {
+			switch int(ev.Fd) {
+			case w.stopfd:
+				return
+			case w.kick[txQueue]:
+				w.onKick(txQueue)
+			case w.kick[rxQueue]:
+				w.onKick(rxQueue)
+			case w.fd:
+				w.enqueue(rxQueue)
+			case w.timerfd:
+				drainFd(w.timerfd)
+				w.polling = false
+				w.enqueue(txQueue)
+			}
+		}
+		if w.npending == 0 {
+			continue
+		}
+		qi := w.pending[0]
+		w.pending[0] = w.pending[1]
+		w.npending--
+		var requeue bool
+		if qi == txQueue {
+			requeue = w.handleTx()
+		} else {
+			requeue = w.handleRx()
+		}
+		if requeue {
+			w.enqueue(qi)
+		}
+	}
+}
+
+func (w *worker) onKick(qi int) {
+	drainFd(w.kick[qi])
+	w.d.counters[qi].kicks.Add(1)
+	if w.trace != nil {
+		w.trace.event(queueName(qi), "kick")
+	}
+	w.enqueue(qi)
+}
+
+// enqueue schedules a queue's handler once; a broken queue gets no work.
+func (w *worker) enqueue(qi int) {
+	if w.broken[qi] {
+		return
+	}
+	for i := 0; i < w.npending; i++ {
+		if w.pending[i] == qi {
+			return
+		}
+	}
+	w.pending[w.npending] = qi
+	w.npending++
+}
+
+// breakQueue stops all work on a queue the guest broke and reports it.
+func (w *worker) breakQueue(qi int, err error) {
+	w.broken[qi] = true
+	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.kick[qi], nil)
+	if qi == rxQueue {
+		w.watchTap(false)
+	}
+	w.fail(fmt.Errorf("net %s %s queue: %w", w.d.cfg.Tap, queueName(qi), err))
+}
+
+// publish makes the used entries visible and interrupts the guest if it
+// asked for it.
+func (w *worker) publish(qi int) {
+	q := w.q[qi]
+	q.PublishUsed()
+	if w.trace != nil {
+		w.trace.event(queueName(qi), "used published")
+	}
+	if q.NeedsInterrupt() && w.irq[qi] != nil {
+		w.irq[qi].Trigger()
+		w.d.counters[qi].interrupts.Add(1)
+		if w.trace != nil {
+			w.trace.event(queueName(qi), "irq")
+		}
+	}
+}
+
+// watchTap turns readability polling of the backend on or off; it is on
+// only while the guest has rx buffers.
+func (w *worker) watchTap(on bool) {
+	if w.tapWatched == on {
+		return
+	}
+	ev := unix.EpollEvent{Fd: int32(w.fd)}
+	if on {
+		ev.Events = unix.EPOLLIN
+	}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, w.fd, &ev); err == nil {
+		w.tapWatched = on
+	}
+}
+
+// armPoll makes the worker look at the tx ring again soon.
+func (w *worker) armPoll() {
+	if w.polling {
+		return
+	}
+	ts := unix.ItimerSpec{Value: unix.NsecToTimespec(pollInterval)}
+	if unix.TimerfdSettime(w.timerfd, 0, &ts, nil) == nil {
+		w.polling = true
+	}
+}
+
+func drainFd(fd int) {
+	var buf [8]byte
+	unix.Read(fd, buf[:])
+}
+
+func queueName(qi int) string {
+	if qi == txQueue {
+		return "tx"
+	}
+	return "rx"
+}
+
+// overWeight reports whether a run that moved pkts frames and bytes bytes
+// used up its budget, and counts which budget it was.
+func overWeight(c *queueCounters, pkts, bytes, wPkts, wBytes int) bool {
+	if wBytes > 0 && bytes >= wBytes {
+		c.budgetByteHits.Add(1)
+		return true
+	}
+	if wPkts > 0 && pkts >= wPkts {
+		c.budgetPktHits.Add(1)
+		return true
+	}
+	return false
+}
