@@ -258,7 +258,10 @@ func (w *worker) receive(capacity int) (int, error) {
 func (w *worker) completeFrame(n int, fromScratch bool) {
 	p, q := &w.rx, w.q[rxQueue]
 	first := p.chains[p.next]
-	src := w.scratch[:n]
+	var src []byte
+	if fromScratch {
+		src = w.scratch[:n]
+	}
 	used := 0
 	for rem := n; rem > 0 || used == 0; used++ {
 		ch := p.chains[p.next+used]

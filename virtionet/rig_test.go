@@ -1,0 +1,183 @@
+package virtionet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/devices/virtiotest"
+)
+
+// rig is a device on a socketpair, driven by the Go driver.
+type rig struct {
+	t      *testing.T
+	drv    *virtiotest.Driver
+	rx, tx *virtiotest.Ring
+	dev    *Device
+	sp     *SocketPair
+	trace  *syncBuffer
+	feat   uint64
+}
+
+type rigOptions struct {
+	features  uint64 // acked; 0 means all offered
+	tuning    Tuning
+	rxBufSize uint32
+	size      uint16
+	indirect  int
+}
+
+// syncBuffer is an io.Writer safe for the worker and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// count returns how many trace lines contain all of words.
+func (s *syncBuffer) count(words ...string) int {
+	n := 0
+	for _, line := range strings.Split(s.String(), "\n") {
+		all := line != ""
+		for _, w := range words {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+func newRig(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	if o.size == 0 {
+		o.size = 256
+	}
+	if o.rxBufSize == 0 {
+		o.rxBufSize = 2048
+	}
+	if o.tuning == (Tuning{}) {
+		o.tuning = DefaultTuning()
+	}
+	sp, err := NewSocketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, sp: sp, trace: &syncBuffer{}}
+	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace}, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.feat = o.features
+	if r.feat == 0 {
+		r.feat = r.dev.Features()
+	}
+	eventIdx := r.feat&FeatEventIdx != 0
+	r.drv = virtiotest.New(8 << 20)
+	if r.rx, err = r.drv.NewQueue(o.size, virtiotest.RingOptions{BufSize: o.rxBufSize, EventIdx: eventIdx}); err != nil {
+		t.Fatal(err)
+	}
+	if r.tx, err = r.drv.NewQueue(o.size, virtiotest.RingOptions{BufSize: 4096, EventIdx: eventIdx, Indirect: o.indirect}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.dev.Close()
+		unix.Close(sp.Peer)
+		r.drv.Close()
+	})
+	return r
+}
+
+func (r *rig) activate() {
+	r.t.Helper()
+	if err := r.dev.Activate(r.drv.Activation(r.feat, r.rx, r.tx)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) hdrLen() int { return vnetHdrLen(r.feat) }
+
+// txFrame is a vnet header followed by a frame whose bytes count from seq.
+func (r *rig) txFrame(seq, n int) []byte {
+	b := make([]byte, r.hdrLen()+n)
+	for i := range b[r.hdrLen():] {
+		b[r.hdrLen()+i] = byte(seq + i)
+	}
+	return b
+}
+
+// waitUsed collects used elements of ring until it has n, or fails.
+func (r *rig) waitUsed(ring *virtiotest.Ring, n int, read func(virtiotest.UsedElem)) {
+	r.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	got := 0
+	for got < n {
+		for _, u := range ring.Used() {
+			if read != nil {
+				read(u)
+			}
+			got++
+		}
+		if got >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("got %d used elements, want %d\ntrace:\n%s", got, n, tail(r.trace.String()))
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if got != n {
+		r.t.Fatalf("got %d used elements, want %d", got, n)
+	}
+}
+
+// peerRead reads one frame the device sent, within a second.
+func (r *rig) peerRead() []byte {
+	r.t.Helper()
+	buf := make([]byte, 70000)
+	fds := []unix.PollFd{{Fd: int32(r.sp.Peer), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 1000); err != nil || n == 0 {
+		r.t.Fatalf("no frame from the device (poll: %v)", err)
+	}
+	n, err := unix.Read(r.sp.Peer, buf)
+	if err != nil {
+		r.t.Fatalf("peer read: %v", err)
+	}
+	return buf[:n]
+}
+
+// peerWrite sends one frame (vnet header included) to the device.
+func (r *rig) peerWrite(frame []byte) {
+	r.t.Helper()
+	if _, err := unix.Write(r.sp.Peer, frame); err != nil {
+		r.t.Fatalf("peer write: %v", err)
+	}
+}
+
+func (r *rig) stats(q int) QueueStats { return r.dev.Stats().Queues[q] }
+
+func numBuffers(frame []byte) int { return int(binary.LittleEndian.Uint16(frame[10:])) }
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return "..." + s[len(s)-3000:]
+	}
+	return s
+}
