@@ -1,0 +1,189 @@
+package virtionet
+
+import (
+	"fmt"
+	"testing"
+
+	"strings"
+)
+
+// drainPeer reads frames the device sends until n arrived.
+func (r *rig) drainPeer(n int) {
+	r.t.Helper()
+	for i := 0; i < n; i++ {
+		r.peerRead()
+	}
+}
+
+// txBurst posts n tx chains of payload bytes each, without kicking.
+func (r *rig) txBurst(n, payload int) {
+	r.t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := r.tx.AddChain([][]byte{r.txFrame(i, payload)}, nil); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+func TestTxPacketBudgetStopsRunAtExactlyN(t *testing.T) {
+	tun := DefaultTuning()
+	tun.TxWeightPkts = 10
+	r := newRig(t, rigOptions{tuning: tun})
+	r.txBurst(25, 60) // posted before DRIVER_OK: the device starts on its own
+	r.activate()
+	r.drainPeer(25)
+	r.waitUsed(r.tx, 25, nil)
+	if n := r.trace.count("tx budget pkts=10 "); n != 2 {
+		t.Errorf("%d runs stopped at 10 packets, want 2\n%s", n, tail(r.trace.String()))
+	}
+	s := r.stats(txQueue)
+	if s.BudgetPktHits != 2 || s.BudgetByteHits != 0 {
+		t.Errorf("budget hits %d pkts / %d bytes, want 2 / 0", s.BudgetPktHits, s.BudgetByteHits)
+	}
+	// A requeued queue resumed without any kick.
+	if s.Kicks != 0 {
+		t.Errorf("%d kicks, want none", s.Kicks)
+	}
+}
+
+func TestTxByteBudgetStopsRunAtExactlyB(t *testing.T) {
+	tun := DefaultTuning()
+	tun.TxWeightBytes = 1000
+	r := newRig(t, rigOptions{tuning: tun})
+	r.txBurst(25, 100)
+	r.activate()
+	r.drainPeer(25)
+	r.waitUsed(r.tx, 25, nil)
+	if n := r.trace.count("tx budget pkts=10 bytes=1000"); n != 2 {
+		t.Errorf("%d runs stopped at 1000 bytes, want 2\n%s", n, tail(r.trace.String()))
+	}
+	if s := r.stats(txQueue); s.BudgetByteHits != 2 {
+		t.Errorf("byte budget hits %d, want 2", s.BudgetByteHits)
+	}
+}
+
+// TxWeightPkts=0 is the seed's "Origin" row: one run takes everything.
+func TestTxUnlimitedWeightIsOneRun(t *testing.T) {
+	tun := DefaultTuning()
+	tun.TxWeightPkts, tun.TxWeightBytes = 0, 0
+	r := newRig(t, rigOptions{tuning: tun})
+	r.txBurst(200, 60)
+	r.activate()
+	r.drainPeer(200)
+	r.waitUsed(r.tx, 200, nil)
+	if s := r.stats(txQueue); s.BudgetPktHits+s.BudgetByteHits != 0 {
+		t.Errorf("unlimited weight hit a budget: %+v", s)
+	}
+	if n := r.trace.count("tx budget"); n != 0 {
+		t.Errorf("%d budget events", n)
+	}
+}
+
+// A budget-limited tx run is requeued behind rx: rx frames are delivered
+// between tx runs, not after the whole tx burst.
+func TestTxBudgetRequeuesBehindRx(t *testing.T) {
+	tun := DefaultTuning()
+	tun.TxWeightPkts = 4
+	r := newRig(t, rigOptions{tuning: tun})
+	r.rx.AddRxBuffers(64, 2048)
+	r.txBurst(40, 60)
+	for i := 0; i < 3; i++ {
+		r.peerWrite(r.txFrame(i, 64))
+	}
+	r.activate()
+	r.drainPeer(40)
+	r.waitUsed(r.tx, 40, nil)
+	r.waitUsed(r.rx, 3, nil)
+	lines := r.trace.String()
+	firstRx := strings.Index(lines, "rx batch")
+	lastTx := strings.LastIndex(lines, "tx budget")
+	if firstRx < 0 || lastTx < 0 || firstRx > lastTx {
+		t.Errorf("rx did not run between tx runs:\n%s", tail(lines))
+	}
+}
+
+func TestRxPacketBudgetRequeues(t *testing.T) {
+	tun := DefaultTuning()
+	tun.RxWeightPkts, tun.RxBatch = 5, 64
+	r := newRig(t, rigOptions{tuning: tun})
+	r.rx.AddRxBuffers(64, 2048)
+	for i := 0; i < 12; i++ {
+		r.peerWrite(r.txFrame(i, 64))
+	}
+	r.activate()
+	r.waitUsed(r.rx, 12, nil)
+	if n := r.trace.count("rx budget pkts=5 "); n != 2 {
+		t.Errorf("%d rx runs stopped at 5 packets, want 2\n%s", n, tail(r.trace.String()))
+	}
+	if s := r.stats(rxQueue); s.BudgetPktHits != 2 || s.Kicks != 0 {
+		t.Errorf("rx stats %+v", s)
+	}
+}
+
+// One rx batch: one publish of the used index and one interrupt for all
+// frames waiting.
+func TestRxBatchPublishesOnceAndSignalsOnce(t *testing.T) {
+	r := newRig(t, rigOptions{features: allBut(FeatEventIdx)})
+	r.rx.AddRxBuffers(64, 2048)
+	for i := 0; i < 10; i++ {
+		r.peerWrite(r.txFrame(i, 64))
+	}
+	r.activate()
+	r.waitUsed(r.rx, 10, nil)
+	if n := r.trace.count("rx used published"); n != 1 {
+		t.Errorf("%d publishes, want 1\n%s", n, r.trace.String())
+	}
+	if n := r.rx.Irq.Count(); n != 1 {
+		t.Errorf("%d interrupts, want 1", n)
+	}
+	if b := r.stats(rxQueue).Batches; b["8-15"] != 1 || len(b) != 1 {
+		t.Errorf("batch histogram %v, want one batch of 8-15", b)
+	}
+}
+
+// RxBatch=1 is the "before" row: a publish and an interrupt per frame.
+func TestRxBatchOneIsPerFrame(t *testing.T) {
+	tun := DefaultTuning()
+	tun.RxBatch = 1
+	r := newRig(t, rigOptions{tuning: tun, features: allBut(FeatEventIdx)})
+	r.rx.AddRxBuffers(64, 2048)
+	for i := 0; i < 10; i++ {
+		r.peerWrite(r.txFrame(i, 64))
+	}
+	r.activate()
+	r.waitUsed(r.rx, 10, nil)
+	if n := r.trace.count("rx used published"); n != 10 {
+		t.Errorf("%d publishes, want 10", n)
+	}
+	if n := r.rx.Irq.Count(); n != 10 {
+		t.Errorf("%d interrupts, want 10", n)
+	}
+	if b := r.stats(rxQueue).Batches; b["1"] != 10 {
+		t.Errorf("batch histogram %v, want 10 batches of 1", b)
+	}
+}
+
+// The notify threshold publishes tx used entries every N chains.
+func TestTxNotifyThresholdPublishesEveryN(t *testing.T) {
+	for _, thr := range []int{1, 4, 64} {
+		t.Run(fmt.Sprint(thr), func(t *testing.T) {
+			tun := DefaultTuning()
+			tun.NotifyThreshold = thr
+			r := newRig(t, rigOptions{tuning: tun})
+			r.txBurst(32, 60)
+			r.activate()
+			r.drainPeer(32)
+			r.waitUsed(r.tx, 32, nil)
+			want := (32 + thr - 1) / thr
+			if n := r.trace.count("tx used published"); n != want {
+				t.Errorf("%d publishes, want %d", n, want)
+			}
+		})
+	}
+}
+
+func TestTracerIsOffWithoutWriter(t *testing.T) {
+	if newTracer(nil) != nil {
+		t.Error("a nil writer must give a nil (off) tracer")
+	}
+}
