@@ -16,7 +16,7 @@ static int arg_addr(const char *cmdline, const char *key, u8 *out, int is_mac)
 
 int net_setup(struct net *n, const char *cmdline)
 {
-	static const u8 ip[4] = {10, 0, 2, 15}, peer_ip[4] = {10, 0, 2, 2};
+	static const u8 ip[4] = {10, 0, 2, 15}, peer_ip[4] = {10, 0, 2, 1};
 	/* A unicast MAC that nobody owns: the host's stack drops the flood
 	 * early, the host's AF_PACKET sink still sees every frame. */
 	static const u8 peer_mac[6] = {0x02, 0, 0, 0, 0, 0x02};

@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// VMM names a way to run the bench guest.
+type VMM string
+
+const (
+	Tinyvmm VMM = "tinyvmm"
+	QEMU    VMM = "qemu"
+)
+
+// GuestConfig says where the pieces are and how QEMU runs.
+type GuestConfig struct {
+	ELF     string // out/guest/bench.elf
+	Tinyvmm string // bin/tinyvmm
+	QEMU    string // qemu-system-x86_64
+	// QEMUAccel is "kvm" or "tcg".
+	QEMUAccel string
+	// TinyvmmArgs are extra flags for `tinyvmm run` (e.g. --tx-weight-pkts).
+	TinyvmmArgs []string
+}
+
+// command builds the VMM command line that boots the bench guest with
+// cmdline on the namespace's tap. For tinyvmm this is the user-mode start
+// (`run --kernel ELF --bench-guest`, the flag agreed with the boot work).
+func (c GuestConfig) command(ns *Namespace, vmm VMM, cmdline string) *exec.Cmd {
+	switch vmm {
+	case Tinyvmm:
+		args := []string{"run", "--kernel", c.ELF, "--bench-guest", "--append", cmdline,
+			"--net", "tap=" + TapName, "--mem", "256M"}
+		return ns.Command(c.Tinyvmm, append(args, c.TinyvmmArgs...)...)
+	default:
+		return ns.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", "q35", "-m", "256M",
+			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
+			"-kernel", c.ELF, "-append", cmdline,
+			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,vhost=off",
+			"-device", "virtio-net-pci,netdev=n0,disable-legacy=on",
+			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+	}
+}
+
+// GuestRun is one run of the bench guest as its serial output told it.
+type GuestRun struct {
+	Ready  map[string]string // the BENCH ready line
+	Result map[string]string // the BENCH result line
+	Error  string            // a BENCH error line
+	Status int               // the guest's exit status, -1 if it wrote none
+	Output []string          // the last lines of output, for failures
+}
+
+// Uint reads a number from the result line (0 when absent).
+func (r *GuestRun) Uint(key string) uint64 {
+	v, _ := strconv.ParseUint(r.Result[key], 10, 64)
+	return v
+}
+
+// guestProc is a running VMM with the bench guest.
+type guestProc struct {
+	vmm   VMM
+	cmd   *exec.Cmd
+	ready chan struct{}
+	done  chan error
+	mu    sync.Mutex
+	run   GuestRun
+	errb  lockedBuffer
+}
+
+// lockedBuffer collects the VMM's stderr while failure() may read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const keepLines = 40
+
+func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guestProc, error) {
+	g := &guestProc{vmm: vmm, cmd: cfg.command(ns, vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1)}
+	g.run.Status = -1
+	out, err := g.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	g.cmd.Stderr = &g.errb
+	if err := g.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", vmm, err)
+	}
+	go func() {
+		g.scan(out)
+		g.done <- g.cmd.Wait()
+	}()
+	return g, nil
+}
+
+func (g *guestProc) scan(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if i := strings.Index(line, "BENCH "); i >= 0 {
+			line = line[i:]
+		}
+		g.mu.Lock()
+		g.run.Output = append(g.run.Output, line)
+		if len(g.run.Output) > keepLines {
+			g.run.Output = g.run.Output[1:]
+		}
+		switch {
+		case strings.HasPrefix(line, "BENCH ready"):
+			g.run.Ready = parseKV(line)
+			close(g.ready)
+		case strings.HasPrefix(line, "BENCH result"):
+			g.run.Result = parseKV(line)
+		case strings.HasPrefix(line, "BENCH error"):
+			g.run.Error = strings.TrimPrefix(line, "BENCH error ")
+		case strings.HasPrefix(line, "BENCH exit"):
+			g.run.Status, _ = strconv.Atoi(parseKV(line)["status"])
+		}
+		g.mu.Unlock()
+	}
+}
+
+func parseKV(line string) map[string]string {
+	m := map[string]string{}
+	for _, w := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// waitReady waits for the guest's ready line (its boot is over).
+func (g *guestProc) waitReady(timeout time.Duration) (map[string]string, error) {
+	select {
+	case <-g.ready:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.run.Ready, nil
+	case err := <-g.done:
+		g.done <- err
+		return nil, g.failure("exited before it was ready")
+	case <-time.After(timeout):
+		return nil, g.failure(fmt.Sprintf("not ready after %v", timeout))
+	}
+}
+
+// wait waits for the VMM to end, killing it (by its PID) after timeout,
+// and checks that the guest reported a result and exit status 0.
+func (g *guestProc) wait(timeout time.Duration) (*GuestRun, error) {
+	select {
+	case <-g.done:
+	case <-time.After(timeout):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+		return g.snapshot(), g.failure(fmt.Sprintf("still running after %v (killed)", timeout))
+	}
+	r := g.snapshot()
+	switch {
+	case r.Error != "":
+		return r, g.failure("guest error " + r.Error)
+	case r.Status != 0 || r.Result == nil:
+		return r, g.failure(fmt.Sprintf("guest exit status %d", r.Status))
+	}
+	if code := g.cmd.ProcessState.ExitCode(); !g.exitCodeOK(code) {
+		return r, g.failure(fmt.Sprintf("%s exit code %d", g.vmm, code))
+	}
+	return r, nil
+}
+
+// exitCodeOK: tinyvmm exits with the guest's status; QEMU's isa-debug-exit
+// turns status s into (s << 1) | 1.
+func (g *guestProc) exitCodeOK(code int) bool {
+	if g.vmm == QEMU {
+		return code == 1
+	}
+	return code == 0
+}
+
+// kill stops the VMM now, by its PID, and reaps it.
+func (g *guestProc) kill() {
+	_ = g.cmd.Process.Kill()
+	select {
+	case err := <-g.done:
+		g.done <- err
+	case <-time.After(5 * time.Second):
+	}
+}
+
+func (g *guestProc) snapshot() *GuestRun {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.run
+	r.Output = append([]string(nil), g.run.Output...)
+	return &r
+}
+
+func (g *guestProc) failure(what string) error {
+	r := g.snapshot()
+	tail := r.Output
+	if len(tail) > 6 {
+		tail = tail[len(tail)-6:]
+	}
+	msg := fmt.Sprintf("%s: %s", g.vmm, what)
+	if len(tail) > 0 {
+		msg += "; last output: " + strings.Join(tail, " | ")
+	}
+	if s := strings.TrimSpace(g.errb.String()); s != "" {
+		if len(s) > 300 {
+			s = s[len(s)-300:]
+		}
+		msg += "; stderr: " + s
+	}
+	return errors.New(msg)
+}

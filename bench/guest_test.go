@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tinyvmm/kvm"
+)
+
+// These tests boot the real bench guest (out/guest/bench.elf, built by
+// guest/bench/build.sh) on a tap inside a namespace of their own, run a
+// 2-second tx and rx, and count frames on both sides.
+
+func repoRoot(t *testing.T) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		if dir == filepath.Dir(dir) {
+			t.Fatal("no go.mod above the test directory")
+		}
+	}
+}
+
+func needGuestPrereqs(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and taps")
+	}
+	root := repoRoot(t)
+	elf := filepath.Join(root, "out/guest/bench.elf")
+	if _, err := os.Stat(elf); err != nil {
+		t.Skip("no out/guest/bench.elf: run guest/bench/build.sh")
+	}
+	return elf
+}
+
+func testRunner(t *testing.T, cfg GuestConfig) *runner {
+	bootMax := 60 * time.Second
+	if kvm.Detect().PVM {
+		bootMax = 120 * time.Second
+	}
+	return &runner{cfg: cfg, secs: 2, tscKHz: HostTSCkHz(), bootMax: bootMax}
+}
+
+// checkTxRx runs both directions and checks the counts on both sides.
+func checkTxRx(t *testing.T, r *runner, sys System, size int) {
+	tx := r.tx(sys, size, 1, nil)
+	if tx.Err != "" {
+		t.Fatalf("tx: %s (details %v)", tx.Err, tx.Detail)
+	}
+	sent, got := tx.Detail["sent"], tx.Detail["received"]
+	// Every frame the guest sent reaches the tap; the sink may lose some
+	// only to its own socket queue, and it says how many.
+	if got+tx.Detail["sink_drops"] < sent || tx.Detail["corrupt"] != 0 || tx.Detail["reordered"] != 0 {
+		t.Errorf("tx: guest sent %.0f, host got %.0f (sink drops %.0f, corrupt %.0f, reordered %.0f)",
+			sent, got, tx.Detail["sink_drops"], tx.Detail["corrupt"], tx.Detail["reordered"])
+	}
+	t.Logf("tx %d-byte: guest sent %.0f frames, host received %.0f, %.0f pps at the host", size, sent, got, tx.Value)
+
+	rx := r.rx(sys, nil)
+	if rx.Err != "" {
+		t.Fatalf("rx: %s (details %v)", rx.Err, rx.Detail)
+	}
+	if rx.Detail["received"] > rx.Detail["sent"] || rx.Detail["corrupt"] != 0 {
+		t.Errorf("rx: host sent %.0f, guest got %.0f, corrupt %.0f", rx.Detail["sent"], rx.Detail["received"], rx.Detail["corrupt"])
+	}
+	t.Logf("rx: host sent %.0f frames, guest received %.0f (%.0f pps in the guest)", rx.Detail["sent"], rx.Detail["received"], rx.Value)
+}
+
+// TestBenchGuestUnderQEMU runs the guest's PVH entry under QEMU (TCG here:
+// there is no /dev/kvm; hardware KVM where there is).
+func TestBenchGuestUnderQEMU(t *testing.T) {
+	elf := needGuestPrereqs(t)
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("no qemu-system-x86_64 (apt-get install qemu-system-x86)")
+	}
+	accel := "tcg"
+	if h := kvm.Detect(); h.Usable && !h.PVM {
+		accel = "kvm"
+	}
+	checkTxRx(t, testRunner(t, GuestConfig{ELF: elf, QEMU: qemu, QEMUAccel: accel}), SysQEMU, 64)
+}
+
+// TestBenchGuestUnderTinyvmm runs the guest's user-mode entry under
+// tinyvmm (`tinyvmm run --kernel ELF --bench-guest`).
+func TestBenchGuestUnderTinyvmm(t *testing.T) {
+	if h := kvm.Detect(); !h.Usable {
+		t.Skip(h.Why)
+	}
+	elf := needGuestPrereqs(t)
+	bin := filepath.Join(repoRoot(t), "bin/tinyvmm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skip("no bin/tinyvmm: run make build")
+	}
+	checkTxRx(t, testRunner(t, GuestConfig{ELF: elf, Tinyvmm: bin}), SysTinyvmm, 64)
+}
+
+// TestCeiling runs the same frames through the tap with no VM.
+func TestCeiling(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and taps")
+	}
+	checkTxRx(t, testRunner(t, GuestConfig{}), SysCeiling, 64)
+}
