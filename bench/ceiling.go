@@ -196,4 +196,3 @@ func CeilingEcho(ns *Namespace, flood bool, size int, dur time.Duration, ready c
 	})
 	return r, err
 }
-
