@@ -21,6 +21,17 @@ func newLayout(t testing.TB, memSize uint64, cpus int) Layout {
 	return Layout{Low: low, MemSize: memSize, CPUs: cpus}
 }
 
+// bigZero is n zero bytes that take no host memory until read.
+func bigZero(t testing.TB, n int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
 // bzSpec describes a synthetic bzImage.
 type bzSpec struct {
 	version       uint16

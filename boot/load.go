@@ -10,11 +10,13 @@ func loadBzImage(l Layout, img Image) (CPUState, error) {
 	}
 	load := h.loadAddress(uint64(len(l.Low)))
 	pm := img.Kernel[h.KernelOffset:]
-	// The kernel decompresses in place and needs init_size bytes from load.
+	// The kernel decompresses in place and needs init_size bytes from load;
+	// it clears what it uses itself, so only the file is copied.
 	need := max(uint64(len(pm)), uint64(h.InitSize))
-	if err := copySegment(l, load, need, pm, "kernel"); err != nil {
+	if err := checkRange(l, load, need, "kernel"); err != nil {
 		return CPUState{}, err
 	}
+	copy(l.Low[load:], pm)
 	cmdline, err := writeCmdline(l.Low, img.Cmdline, uint64(h.CmdlineSize)+1)
 	if err != nil {
 		return CPUState{}, err

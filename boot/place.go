@@ -52,23 +52,31 @@ func placeInitrd(l Layout, initrd []byte, kernelEnd, maxAddr uint64) (uint64, er
 		if top < uint64(len(l.Low)) {
 			return 0, fmt.Errorf("boot: initrd (%s) does not fit between the kernel's end (%s) and its initrd limit (%s); use a smaller initrd", size(n), size(kernelEnd), size(top))
 		}
-		return 0, fmt.Errorf("boot: initrd (%s) does not fit in %s of guest memory next to the kernel; raise --mem", size(n), size(l.MemSize))
+		return 0, fmt.Errorf("boot: initrd (%s) does not fit in %s of guest memory; raise --mem", size(n), size(l.MemSize))
 	}
 	addr := (top - n) &^ (pageSize - 1)
 	copy(l.Low[addr:], initrd)
 	return addr, nil
 }
 
-// copySegment copies data to [addr, addr+memsz) and zeroes the tail.
-func copySegment(l Layout, addr, memsz uint64, data []byte, what string) error {
+// checkRange checks that [addr, addr+n) is low RAM at or above 1 MiB.
+func checkRange(l Layout, addr, n uint64, what string) error {
 	if addr < highMemAddr {
 		return fmt.Errorf("boot: %s at %#x is below 1 MiB, where tinyvmm keeps its boot structures", what, addr)
 	}
-	end := addr + memsz
-	if end < addr || end > uint64(len(l.Low)) {
-		return fmt.Errorf("boot: %s (%s at %s) does not fit in %s of guest memory; raise --mem", what, size(memsz), size(addr), size(l.MemSize))
+	if end := addr + n; end < addr || end > uint64(len(l.Low)) {
+		return fmt.Errorf("boot: %s (%s at %s) does not fit in %s of guest memory; raise --mem", what, size(n), size(addr), size(l.MemSize))
 	}
-	dst := l.Low[addr:end]
+	return nil
+}
+
+// copySegment copies data to [addr, addr+memsz) and zeroes the tail (an
+// ELF segment's bss).
+func copySegment(l Layout, addr, memsz uint64, data []byte, what string) error {
+	if err := checkRange(l, addr, memsz, what); err != nil {
+		return err
+	}
+	dst := l.Low[addr : addr+memsz]
 	clear(dst[copy(dst, data):])
 	return nil
 }

@@ -1,0 +1,25 @@
+package boot
+
+import "testing"
+
+// FuzzLoad feeds arbitrary kernels and command lines: Load must refuse or
+// accept them, never panic, and never write outside Low (a slice bound
+// would panic).
+func FuzzLoad(f *testing.F) {
+	f.Add(defaultBz().build()[:0x600], "console=ttyS0")
+	f.Add(buildELF(16*mib, 16*mib+0x40, elfText, elfData), "")
+	f.Add(buildELF(0xffffffff81000100, 0, elfText, elfData), "x")
+	f.Add([]byte("MZ"), "")
+	small := defaultBz()
+	small.pmSize = 256
+	small.setupSects = 1
+	f.Add(small.build(), "root=/dev/vda")
+	l := newLayout(f, 24*mib, 2)
+	initrd := pattern(pageSize+1, 3)
+	f.Fuzz(func(t *testing.T, kernel []byte, cmdline string) {
+		st, err := Load(l, Image{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
+		if err == nil && st.RIP >= uint64(len(l.Low)) {
+			t.Fatalf("accepted with entry %#x outside RAM", st.RIP)
+		}
+	})
+}
