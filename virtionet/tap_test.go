@@ -1,0 +1,145 @@
+package virtionet_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/ethframe"
+	"tinyvmm/internal/netnstest"
+	"tinyvmm/virtionet"
+	"tinyvmm/virtionet/guestdrv"
+)
+
+var (
+	hostIP  = net.IPv4(10, 0, 2, 1)
+	guestIP = net.IPv4(10, 0, 2, 15)
+)
+
+// openInNS makes the device on tap inside ns and returns its log lines.
+func openInNS(t *testing.T, ns *netnstest.NS, tap string) (*virtionet.Device, string) {
+	t.Helper()
+	var log strings.Builder
+	var dev *virtionet.Device
+	err := ns.Do(func() error {
+		var err error
+		dev, err = virtionet.New(virtionet.Config{Tap: tap, Tuning: virtionet.DefaultTuning(),
+			Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev, log.String()
+}
+
+// udpSocketIn binds a UDP socket to addr:port inside ns.
+func udpSocketIn(t *testing.T, ns *netnstest.NS, port int) int {
+	t.Helper()
+	var fd int
+	if err := ns.Do(func() error {
+		var err error
+		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{10, 0, 2, 1}, Port: port})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	tv := unix.NsecToTimeval(int64(2 * time.Second))
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	return fd
+}
+
+// The Go driver and a UDP socket on the host side of a tap exchange
+// datagrams both ways; the kernel's ARP request for the guest is answered
+// by the driver.
+func TestTapExchangesFramesWithHostSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		feat uint64
+	}{
+		{"all offloads", 0},
+		{"no offloads, no mergeable", virtionet.FeatVersion1 | virtionet.FeatMAC | virtionet.FeatEventIdx},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := netnstest.Setup(t)
+			hostMAC, err := ns.AddTap("tap0", "10.0.2.1/24")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev, log := openInNS(t, ns, "tap0")
+			if !strings.Contains(log, "opened existing tap0") {
+				t.Errorf("log %q does not say it opened the existing tap", log)
+			}
+			if tc.feat == 0 && dev.Features()&(virtionet.FeatCsum|virtionet.FeatHostTSO4|virtionet.FeatGuestTSO6) == 0 {
+				t.Errorf("tap offloads not offered: features %#x", dev.Features())
+			}
+			sock := udpSocketIn(t, ns, 9000)
+			g, err := guestdrv.New(dev, guestdrv.Options{Features: tc.feat, IP: guestIP})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+
+			out := ethframe.AppendUDP(nil, hostMAC, g.MAC, guestIP, hostIP, 4000, 9000, []byte("hello from the guest"))
+			if err := g.Send(out, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 2000)
+			n, from, err := unix.Recvfrom(sock, buf, 0)
+			if err != nil {
+				t.Fatalf("host socket got nothing: %v\n%s", err, dev.Stats())
+			}
+			if string(buf[:n]) != "hello from the guest" {
+				t.Fatalf("host got %q", buf[:n])
+			}
+			if err := unix.Sendto(sock, []byte("hello from the host"), 0, from); err != nil {
+				t.Fatal(err)
+			}
+			got, err := g.Recv(3*time.Second, func(f []byte) bool {
+				p, ok := ethframe.Parse(f)
+				return ok && p.Proto == ethframe.ProtoUDP && p.DstPort == 4000
+			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, dev.Stats())
+			}
+			p, _ := ethframe.Parse(got)
+			if !bytes.Equal(p.Payload, []byte("hello from the host")) || !p.SrcIP.Equal(hostIP) {
+				t.Errorf("guest got %+v", p)
+			}
+			if g.Replies == 0 {
+				t.Error("the kernel's ARP request was not answered")
+			}
+		})
+	}
+}
+
+func TestTapCreatedWhenMissingAndBusyWhenTaken(t *testing.T) {
+	ns := netnstest.Setup(t)
+	dev, log := openInNS(t, ns, "tvtap7")
+	if !strings.Contains(log, "created tvtap7") {
+		t.Errorf("log %q does not say it created the tap", log)
+	}
+	err := ns.Do(func() error {
+		_, err := virtionet.New(virtionet.Config{Tap: "tvtap7"})
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "busy") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("second open: %v, want a one-line busy error", err)
+	}
+	dev.Close()
+	ns.Do(func() error {
+		if _, err := net.InterfaceByName("tvtap7"); err == nil {
+			t.Error("a tap we created outlived the device")
+		}
+		return nil
+	})
+}
