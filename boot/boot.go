@@ -32,7 +32,7 @@ type Segment struct {
 
 // CPUState is the boot vCPU's initial state.
 type CPUState struct {
-	RIP, RSP, RSI, RBX, RFLAGS      uint64
+	RIP, RSP, RSI, RDI, RBX, RFLAGS uint64 // RDI: LoadUser's args pointer
 	CR0, CR3, CR4, EFER             uint64
 	CS, DS, ES, FS, GS, SS, TR, LDT Segment
 	GDTBase                         uint64

@@ -23,3 +23,16 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLoadUser does the same for the user-mode start.
+func FuzzLoadUser(f *testing.F) {
+	f.Add(buildELF(0x400010, 0x400000, userText, userData), "mode=tx")
+	f.Add(buildELF(0x400000, 0, userText), "")
+	l := newLayout(f, 24*mib, 1)
+	f.Fuzz(func(t *testing.T, elf []byte, args string) {
+		st, err := LoadUser(l, elf, args)
+		if err == nil && (st.RIP >= uint64(len(l.Low)) || st.CS.DPL != 3) {
+			t.Fatalf("accepted with entry %#x CS.DPL %d", st.RIP, st.CS.DPL)
+		}
+	})
+}

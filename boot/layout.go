@@ -8,8 +8,8 @@ package boot
 //	             TSS 0x20, user data 0x33, user code 0x3b)
 //	0x0000_1000  IDT, 256 gates (LoadUser only)
 //	0x0000_2000  TSS, 0x68 bytes (LoadUser only)
-//	0x0000_3000  exception stubs, 8 bytes a vector (LoadUser only)
-//	0x0000_4000  ring-0 stack for exceptions, grows down to 0x3800 (LoadUser only)
+//	0x0000_3000  exception stubs, 16 bytes a vector (LoadUser only)
+//	0x0000_5000  ring-0 stack for exceptions, grows down to 0x4000 (LoadUser only)
 //	0x0000_6000  PVH hvm_start_info, its module list at +0x40, memory map at +0x80
 //	0x0000_7000  boot_params (the zero page)
 //	0x0000_8ff0  initial stack pointer (the kernels set their own at once)
@@ -27,7 +27,8 @@ const (
 	idtAddr        = 0x1000
 	tssAddr        = 0x2000
 	stubsAddr      = 0x3000
-	ring0StackTop  = 0x4000
+	stubLen        = 16
+	ring0StackTop  = 0x5000
 	startInfoAddr  = 0x6000
 	modlistAddr    = startInfoAddr + 0x40
 	memmapAddr     = startInfoAddr + 0x80
