@@ -131,7 +131,7 @@ func TestBzImageLoadAddress(t *testing.T) {
 	}{
 		{"relocatable at pref_address", func(*bzSpec) {}, 64 * mib, 16 * mib},
 		{"not relocatable", func(s *bzSpec) { s.relocatable = false }, 64 * mib, mib},
-		{"pref_address does not fit", func(s *bzSpec) { s.initSize = 20 * mib }, 32 * mib, mib},
+		{"pref_address below 1 MiB", func(s *bzSpec) { s.prefAddress = 0x10000 }, 32 * mib, mib},
 		{"pref_address misaligned", func(s *bzSpec) { s.prefAddress = 16*mib + 4096 }, 64 * mib, mib},
 		{"old protocol, no pref_address", func(s *bzSpec) { s.version = 0x209; s.xloadflags = 0 }, 64 * mib, 0},
 	}

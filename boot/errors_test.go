@@ -38,6 +38,8 @@ func TestLoadErrors(t *testing.T) {
 		{"protocol too old", 64 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.version = 0x205 })}, "boot protocol 2.05"},
 		{"zImage", 64 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.loadflags = 0 })}, "zImage"},
 		{"no 64-bit entry", 64 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.xloadflags = 0 })}, "XLF_KERNEL_64"},
+		{"kernel's init_size past RAM from pref_address", 32 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.initSize = 20 * mib })}, "kernel (20 MiB at 16 MiB) does not fit in 32 MiB of guest memory; raise --mem"},
+		{"kernel file bigger than RAM", 4 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.pmSize = 4 * mib })}, "kernel (4 MiB at 1 MiB) does not fit in 4 MiB"},
 		{"kernel too big", 64 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.initSize = 100 * mib })}, "raise --mem"},
 		{"initrd too big", 256 * mib, 1, Image{Kernel: good, Initrd: bigZero(t, 300*mib)}, "initrd (300 MiB) does not fit in 256 MiB of guest memory; raise --mem"},
 		{"initrd over initrd_addr_max", 256 * mib, 1, Image{Kernel: bz(func(s *bzSpec) { s.initrdAddrMax = 24*mib - 1 }), Initrd: bigZero(t, 8*mib)}, "initrd limit"},

@@ -24,8 +24,8 @@ func FuzzLoad(f *testing.F) {
 	})
 }
 
-// FuzzLoadUser does the same for the user-mode start.
-func FuzzLoadUser(f *testing.F) {
+// FuzzUserStart does the same for the user-mode start.
+func FuzzUserStart(f *testing.F) {
 	f.Add(buildELF(0x400010, 0x400000, userText, userData), "mode=tx")
 	f.Add(buildELF(0x400000, 0, userText), "")
 	l := newLayout(f, 24*mib, 1)

@@ -16,35 +16,34 @@ package boot
 //	0x0000_9000  PML4, then the PDPT at 0xa000, then 2 MiB-page PDs from
 //	             0xb000 (4 for the first 4 GiB, more for LoadUser's high RAM)
 //	0x0002_0000  kernel command line / LoadUser's argument string (< 64 KiB)
-//	0x0003_0000  user stack, from 0x80000 down (LoadUser only)
+//	0x0003_0000  user stack up to 0x80000, where RSP starts (LoadUser only)
 //	0x0009_fc00  EBDA and BIOS area up to 1 MiB: reserved in the e820 map
 //	0x000f_0000  MP floating pointer, MP configuration table right after it
 //	0x0010_0000  bzImage protected-mode kernel (or pref_address when
 //	             relocatable and it fits); ELF segments at their p_paddr
 //	top of Low   initrd, page aligned, below initrd_addr_max
 const (
-	gdtAddr        = 0x500
-	idtAddr        = 0x1000
-	tssAddr        = 0x2000
-	stubsAddr      = 0x3000
-	stubLen        = 16
-	ring0StackTop  = 0x5000
-	startInfoAddr  = 0x6000
-	modlistAddr    = startInfoAddr + 0x40
-	memmapAddr     = startInfoAddr + 0x80
-	zeroPageAddr   = 0x7000
-	bootStackTop   = 0x8ff0
-	pml4Addr       = 0x9000
-	pdptAddr       = 0xa000
-	pdAddr         = 0xb000
-	pdEnd          = 0x20000 // PDs must end below the command line
-	cmdlineAddr    = 0x20000
-	cmdlineMax     = 0x10000
-	userStackTop   = 0x80000
-	userStackLimit = 0x30000
-	ebdaAddr       = 0x9fc00
-	mpTableAddr    = 0xf0000
-	highMemAddr    = 0x100000 // 1 MiB: kernels and ELF segments start here or above
+	gdtAddr       = 0x500
+	idtAddr       = 0x1000
+	tssAddr       = 0x2000
+	stubsAddr     = 0x3000
+	stubLen       = 16
+	ring0StackTop = 0x5000
+	startInfoAddr = 0x6000
+	modlistAddr   = startInfoAddr + 0x40
+	memmapAddr    = startInfoAddr + 0x80
+	zeroPageAddr  = 0x7000
+	bootStackTop  = 0x8ff0
+	pml4Addr      = 0x9000
+	pdptAddr      = 0xa000
+	pdAddr        = 0xb000
+	pdEnd         = 0x20000 // PDs must end below the command line
+	cmdlineAddr   = 0x20000
+	cmdlineMax    = 0x10000
+	userStackTop  = 0x80000
+	ebdaAddr      = 0x9fc00
+	mpTableAddr   = 0xf0000
+	highMemAddr   = 0x100000 // 1 MiB: kernels and ELF segments start here or above
 
 	pageSize = 0x1000
 	mib      = 1 << 20

@@ -10,13 +10,18 @@ func loadBzImage(l Layout, img Image) (CPUState, error) {
 	}
 	load := h.loadAddress(uint64(len(l.Low)))
 	pm := img.Kernel[h.KernelOffset:]
-	// The kernel decompresses in place and needs init_size bytes from load;
-	// it clears what it uses itself, so only the file is copied.
-	need := max(uint64(len(pm)), uint64(h.InitSize))
-	if err := checkRange(l, load, need, "kernel"); err != nil {
+	if err := checkRange(l, load, uint64(len(pm)), "kernel"); err != nil {
+		return CPUState{}, err
+	}
+	// The kernel decompresses to its runtime address, never below
+	// pref_address (LOAD_PHYSICAL_ADDR), and needs init_size bytes there.
+	// It clears what it uses itself, so only the file is copied.
+	runtime := max(load, h.PrefAddress)
+	if err := checkRange(l, runtime, uint64(h.InitSize), "kernel"); err != nil {
 		return CPUState{}, err
 	}
 	copy(l.Low[load:], pm)
+	kernelEnd := max(load+uint64(len(pm)), runtime+uint64(h.InitSize))
 	cmdline, err := writeCmdline(l.Low, img.Cmdline, uint64(h.CmdlineSize)+1)
 	if err != nil {
 		return CPUState{}, err
@@ -28,7 +33,7 @@ func loadBzImage(l Layout, img Image) (CPUState, error) {
 	case maxAddr == 0:
 		maxAddr = 0x37ffffff // the protocol's default for kernels that do not say
 	}
-	initrd, err := placeInitrd(l, img.Initrd, load+need, maxAddr)
+	initrd, err := placeInitrd(l, img.Initrd, kernelEnd, maxAddr)
 	if err != nil {
 		return CPUState{}, err
 	}
