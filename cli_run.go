@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"sync/atomic"
+	"syscall"
+
+	"tinyvmm/devices"
+	"tinyvmm/kvm"
+	"tinyvmm/virtionet"
+	"tinyvmm/vmm"
+)
+
+const runUsage = `Usage: tinyvmm run [flags] [-- CMD ARGS...]
+
+Boots a Linux guest. With -- CMD, the guest's init runs CMD and tinyvmm
+exits with its status; without it, the console is an interactive shell
+(press Ctrl-A x to quit). The guest's console goes to stdout.
+
+Without --kernel/--initrd, the default guest from 'make guest' is used
+(out/guest next to the binary, or $TINYVMM_GUEST_DIR).
+
+Flags:
+`
+
+// runFlags is everything `tinyvmm run` accepts.
+type runFlags struct {
+	cfg    vmm.Config
+	tuning virtionet.Tuning
+	trace  bool
+}
+
+func newRunFlagSet(f *runFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by runMain
+	f.cfg.MemBytes = 256 << 20
+	f.tuning = virtionet.DefaultTuning()
+	fs.StringVar(&f.cfg.Kernel, "kernel", "", "guest kernel: a bzImage or an uncompressed vmlinux `PATH` (default: out/guest/vmlinux)")
+	fs.StringVar(&f.cfg.Initrd, "initrd", "", "initramfs `PATH` (default: out/guest/initramfs.cpio)")
+	fs.StringVar(&f.cfg.Cmdline, "append", "", "extra kernel command-line `ARGS`")
+	fs.Var(sizeValue{&f.cfg.MemBytes}, "mem", "guest memory `SIZE`, like 256M or 1G (a plain number is MiB)")
+	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
+	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N]` (repeatable)")
+	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
+	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
+	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
+	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
+	fs.IntVar(&f.tuning.TxWeightBytes, "tx-weight-bytes", f.tuning.TxWeightBytes, "tx bytes per worker run before requeueing (0: unlimited)")
+	fs.IntVar(&f.tuning.RxWeightPkts, "rx-weight-pkts", f.tuning.RxWeightPkts, "rx packets per worker run before requeueing (0: unlimited)")
+	fs.IntVar(&f.tuning.RxWeightBytes, "rx-weight-bytes", f.tuning.RxWeightBytes, "rx bytes per worker run before requeueing (0: unlimited)")
+	fs.IntVar(&f.tuning.RxBatch, "rx-batch", f.tuning.RxBatch, "rx frames per batch (one used-index publish and one interrupt per batch)")
+	fs.IntVar(&f.tuning.NotifyThreshold, "notify-threshold", f.tuning.NotifyThreshold, "tx chains completed between two used-index publishes")
+	return fs
+}
+
+// splitCommand separates tinyvmm's flags from the guest command after --.
+func splitCommand(args []string) (flags, cmd []string, hasCmd bool) {
+	if i := slices.Index(args, "--"); i >= 0 {
+		return args[:i], args[i+1:], true
+	}
+	return args, nil, false
+}
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	var f runFlags
+	fs := newRunFlagSet(&f)
+	flagArgs, command, hasCmd := splitCommand(args)
+	if err := fs.Parse(flagArgs); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, runUsage)
+			printFlags(stdout, fs)
+			return 0
+		}
+		return fail(stderr, exitUsage, fmt.Errorf("%v; see tinyvmm run --help", err))
+	}
+	if fs.NArg() > 0 {
+		return fail(stderr, exitUsage, fmt.Errorf("unexpected argument %q; put the guest command after --", fs.Arg(0)))
+	}
+	if hasCmd && len(command) == 0 {
+		return fail(stderr, exitUsage, fmt.Errorf("nothing after --; give the command for the guest to run"))
+	}
+	cfg := f.cfg
+	cfg.Command = command
+	for i := range cfg.Nets {
+		cfg.Nets[i].Tuning = f.tuning
+	}
+	if f.trace {
+		cfg.Trace = stderr
+		for i := range cfg.Nets {
+			cfg.Nets[i].Trace = stderr
+		}
+	}
+	for i := range cfg.Nets {
+		cfg.Nets[i].Log = func(format string, a ...any) { fmt.Fprintf(stderr, "tinyvmm: "+format+"\n", a...) }
+	}
+	kernelGiven := cfg.Kernel != ""
+	// Flag values that need no file come first, so usage errors are 2.
+	check := cfg
+	if check.Kernel == "" {
+		check.Kernel = "(default)"
+	}
+	if err := check.Validate(); err != nil {
+		return fail(stderr, exitUsage, err)
+	}
+	if err := resolveDefaults(&cfg, kernelGiven, stderr); err != nil {
+		return fail(stderr, exitRuntime, err)
+	}
+	return boot(cfg, hasCmd, stdout, stderr)
+}
+
+// resolveDefaults fills in the default guest. On PVM the default initrd
+// is the kernel-only one, and tinyvmm says why in one line.
+func resolveDefaults(cfg *vmm.Config, kernelGiven bool, stderr io.Writer) error {
+	dirs := guestDirs()
+	if !kernelGiven {
+		cfg.Kernel = findGuestFile(dirs, defaultKernel)
+		if cfg.Kernel == "" {
+			return fmt.Errorf("no default kernel (out/guest/%s); build the default guest with 'make guest', or pass --kernel PATH", defaultKernel)
+		}
+	}
+	if cfg.Initrd != "" {
+		return nil
+	}
+	name := defaultInitrd
+	if kvm.Detect().PVM {
+		name = defaultPVMInitrd
+	}
+	cfg.Initrd = findGuestFile(dirs, name)
+	if cfg.Initrd == "" && !kernelGiven {
+		return fmt.Errorf("no default initrd (out/guest/%s); build the default guest with 'make guest', or pass --initrd PATH", name)
+	}
+	if cfg.Initrd != "" && name == defaultPVMInitrd {
+		fmt.Fprintln(stderr, "tinyvmm: host KVM is PVM: guest user space cannot make system calls here, so the default guest is kernel-only (no shell, no command)")
+	}
+	return nil
+}
+
+// boot runs the VM with the terminal set up, and turns the outcome into
+// tinyvmm's exit status.
+func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
+	cfg.Console, cfg.Log = stdout, stderr
+	restore := func() {}
+	if isTerminal(os.Stdin) {
+		fmt.Fprintln(stderr, vmm.EscapeHelp) // before raw mode turns "\n" into a bare line feed
+		var raw bool
+		if restore, raw = rawTerminal(os.Stdin); raw {
+			cfg.ConsoleIn, cfg.Escape = os.Stdin, true
+		}
+	} else if !hasCmd {
+		cfg.ConsoleIn = os.Stdin // a pipe or file of commands for the shell
+	}
+	defer restore()
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var got atomic.Int32 // the signal that stopped the guest
+	go func() {
+		if s, ok := <-sigs; ok {
+			got.Store(int32(s.(syscall.Signal)))
+			cancel(fmt.Errorf("stopped by %v", s))
+		}
+	}()
+
+	status, err := vmm.Run(ctx, cfg)
+	restore() // before any message, so it starts at column 0
+	if err != nil {
+		if sig := got.Load(); sig != 0 && ctx.Err() != nil {
+			fail(stderr, 0, context.Cause(ctx))
+			return 128 + int(sig)
+		}
+		if errors.Is(err, devices.ErrGuestRebooted) {
+			fail(stderr, 0, err)
+			return status
+		}
+		return fail(stderr, exitRuntime, err)
+	}
+	return status
+}
+
+// printFlags lists the flags the way users type them (--name VALUE).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		head := "--" + f.Name
+		if name != "" {
+			head += " " + name
+		}
+		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool && f.Name == "stats" {
+			head = "--stats[=FILE]"
+		}
+		fmt.Fprintf(w, "  %s\n      %s", head, usage)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"tinyvmm/virtionet"
+	"tinyvmm/vmm"
+)
+
+// sizeValue is a byte count given as 256M, 1G, 512K or 1T (powers of
+// two); a plain number is MiB, as in QEMU's -m.
+type sizeValue struct{ bytes *uint64 }
+
+func (v sizeValue) String() string {
+	if v.bytes == nil {
+		return ""
+	}
+	return formatSize(*v.bytes)
+}
+
+func (v sizeValue) Set(s string) error {
+	n, err := parseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.bytes = n
+	return nil
+}
+
+func parseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	shift := uint(20) // a plain number is MiB
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'K':
+			shift = 10
+		case 'M':
+			shift = 20
+		case 'G':
+			shift = 30
+		case 'T':
+			shift = 40
+		}
+		if t[len(t)-1] >= 'A' && t[len(t)-1] <= 'Z' {
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("size %q is not a number with an optional K, M, G or T suffix (like 256M)", s)
+	}
+	return n << shift, nil
+}
+
+func formatSize(n uint64) string {
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}} {
+		if n != 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N].
+type netsValue struct{ nets *[]vmm.NetConfig }
+
+func (v netsValue) String() string { return "" }
+
+func (v netsValue) Set(s string) error {
+	var n vmm.NetConfig
+	for _, kv := range strings.Split(s, ",") {
+		key, val, ok := strings.Cut(kv, "=")
+		if !ok || val == "" {
+			return fmt.Errorf("--net %q: expected tap=NAME[,mac=MAC][,mtu=N]", s)
+		}
+		switch key {
+		case "tap":
+			n.Tap = val
+		case "mac":
+			mac, err := virtionet.ParseMAC(val)
+			if err != nil {
+				return fmt.Errorf("--net %s", err)
+			}
+			n.MAC = mac
+		case "mtu":
+			mtu, err := strconv.Atoi(val)
+			if err != nil || mtu <= 0 {
+				return fmt.Errorf("--net mtu=%q is not a positive number", val)
+			}
+			n.MTU = mtu
+		default:
+			return fmt.Errorf("--net: unknown key %q; expected tap=NAME[,mac=MAC][,mtu=N]", key)
+		}
+	}
+	if n.Tap == "" {
+		return fmt.Errorf("--net %q: tap=NAME is required", s)
+	}
+	*v.nets = append(*v.nets, n)
+	return nil
+}
+
+// statsValue is --stats (text on stderr) or --stats=FILE (JSON).
+type statsValue struct{ target *string }
+
+func (v statsValue) String() string {
+	if v.target == nil {
+		return ""
+	}
+	return *v.target
+}
+
+func (v statsValue) Set(s string) error {
+	switch s {
+	case "true":
+		*v.target = "-"
+	case "false", "":
+		*v.target = ""
+	default:
+		*v.target = s
+	}
+	return nil
+}
+
+// IsBoolFlag lets --stats stand alone.
+func (v statsValue) IsBoolFlag() bool { return true }

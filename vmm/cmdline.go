@@ -1,0 +1,42 @@
+package vmm
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"tinyvmm/kvm"
+)
+
+// baseCmdline is what every tinyvmm guest needs: the console on COM1, a
+// reboot through the keyboard controller (the i8042 device), and a panic
+// that reboots at once instead of hanging.
+const baseCmdline = "console=ttyS0 reboot=k panic=-1"
+
+// pvmCmdline helps a kernel whose every instruction is emulated: a preset
+// loops-per-jiffy skips delay calibration, a trusted TSC skips the
+// clocksource watchdog, and no speculation mitigations means no verw.
+const pvmCmdline = "lpj=1000000 tsc=reliable mitigations=off"
+
+// CommandArg is the kernel argument that hands argv to the guest's init:
+// tinyvmm.cmd= and the unpadded base64url of the JSON array.
+func CommandArg(argv []string) string {
+	j, _ := json.Marshal(argv) // a []string always marshals
+	return "tinyvmm.cmd=" + base64.RawURLEncoding.EncodeToString(j)
+}
+
+// kernelCmdline assembles the command line: tinyvmm's arguments first, so
+// the user's --append can override them, then the command.
+func kernelCmdline(host kvm.Host, userArgs string, argv []string) string {
+	parts := []string{baseCmdline}
+	if host.PVM {
+		parts = append(parts, pvmCmdline)
+	}
+	if s := strings.TrimSpace(userArgs); s != "" {
+		parts = append(parts, s)
+	}
+	if len(argv) > 0 {
+		parts = append(parts, CommandArg(argv))
+	}
+	return strings.Join(parts, " ")
+}

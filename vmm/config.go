@@ -1,0 +1,103 @@
+// Package vmm wires one virtual machine together from a Config: guest RAM,
+// KVM, the boot state, vCPU threads, the buses and devices, and a clean
+// teardown. It is the only package that knows all the others.
+package vmm
+
+import (
+	"fmt"
+	"io"
+
+	"tinyvmm/virtionet"
+)
+
+// Config is one VM as the CLI (or a test) describes it.
+type Config struct {
+	// Kernel is the path of a bzImage or vmlinux ELF; KernelData, when
+	// set, is used instead.
+	Kernel     string
+	KernelData []byte
+	// Initrd is the path of an initramfs (optional); InitrdData, when set,
+	// is used instead.
+	Initrd     string
+	InitrdData []byte
+	// Cmdline is appended to tinyvmm's own kernel arguments.
+	Cmdline string
+	// Command, when set, is run by the guest's init (tinyvmm.cmd=).
+	Command []string
+
+	MemBytes uint64
+	CPUs     int
+
+	Nets []NetConfig
+	// Notify is how guest kicks reach the net device: NotifyIoeventfd
+	// (default) or NotifyExit (a vCPU exit handled in Go, for comparison).
+	Notify string
+
+	// Stats, when non-empty, reports timings and device counters at exit:
+	// "-" as text on Log, any other value is a file for JSON.
+	Stats string
+	// Trace, when set, gets compact per-event lines from the datapath.
+	Trace io.Writer
+
+	// Console receives the guest's serial output (stdout in the CLI).
+	Console io.Writer
+	// ConsoleIn, when set, feeds the guest's serial input (the terminal).
+	ConsoleIn io.Reader
+	// Escape enables Ctrl-A x on ConsoleIn to stop the guest.
+	Escape bool
+	// Log receives tinyvmm's one-line notices (stderr in the CLI).
+	Log io.Writer
+}
+
+// NetConfig is one virtio-net device: the tap and the device's own
+// settings (MAC, MTU, datapath tuning), as virtionet defines them.
+type NetConfig struct {
+	virtionet.Config
+}
+
+// Notify modes.
+const (
+	NotifyIoeventfd = "ioeventfd"
+	NotifyExit      = "exit"
+)
+
+// Limits on the machine shape.
+const (
+	MinMemBytes = 16 << 20
+	MaxMemBytes = 1 << 40
+	MaxCPUs     = 64
+)
+
+// check validates everything that needs no file and no KVM, one line per
+// problem, so bad flags fail before anything is opened.
+func (c *Config) check() error {
+	switch {
+	case c.MemBytes == 0:
+		return fmt.Errorf("memory size is 0; give --mem a size such as 256M")
+	case c.MemBytes < MinMemBytes:
+		return fmt.Errorf("memory size %d bytes is too small; tinyvmm needs at least 16M", c.MemBytes)
+	case c.MemBytes > MaxMemBytes:
+		return fmt.Errorf("memory size %d bytes is more than tinyvmm supports (1T)", c.MemBytes)
+	case c.CPUs < 1 || c.CPUs > MaxCPUs:
+		return fmt.Errorf("--cpus %d is outside 1..%d", c.CPUs, MaxCPUs)
+	}
+	switch c.Notify {
+	case "", NotifyIoeventfd, NotifyExit:
+	default:
+		return fmt.Errorf("--notify %q is not one of ioeventfd, exit", c.Notify)
+	}
+	if c.Kernel == "" && c.KernelData == nil {
+		return fmt.Errorf("no kernel given; pass --kernel PATH")
+	}
+	seen := map[string]bool{}
+	for _, n := range c.Nets {
+		if n.Tap == "" {
+			return fmt.Errorf("--net needs tap=NAME")
+		}
+		if seen[n.Tap] {
+			return fmt.Errorf("tap %s is given twice", n.Tap)
+		}
+		seen[n.Tap] = true
+	}
+	return nil
+}

@@ -1,0 +1,349 @@
+package vmm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"tinyvmm/boot"
+	"tinyvmm/devices"
+	"tinyvmm/kvm"
+)
+
+// machine is one running VM and everything it owns.
+type machine struct {
+	cfg     Config
+	host    kvm.Host
+	log     io.Writer
+	started time.Time
+
+	ram  *guestRAM
+	sys  *kvm.System
+	vm   *kvm.VM
+	cpus []*kvm.VCPU
+	hv   *hypervisor
+
+	pio, mmio *devices.Bus
+	serial    *devices.Serial
+	serialIRQ *lineInterrupt
+	console   *firstOutputWriter
+	input     *cancellableReader
+	nets      []*netDevice
+
+	stop  *devices.StopOnce
+	exits exitCounts
+
+	// teardown runs in reverse order of registration.
+	teardown []func()
+}
+
+func (m *machine) onTeardown(f func()) { m.teardown = append(m.teardown, f) }
+
+func (m *machine) close() {
+	for i := len(m.teardown) - 1; i >= 0; i-- {
+		m.teardown[i]()
+	}
+	m.teardown = nil
+}
+
+func (m *machine) logf(format string, args ...any) {
+	fmt.Fprintf(m.log, "tinyvmm: "+format+"\n", args...)
+}
+
+// Validate checks a Config without touching any file or /dev/kvm.
+func (c Config) Validate() error { return c.check() }
+
+// Run boots the VM described by cfg and runs it until the guest stops, a
+// vCPU fails, or ctx is cancelled (SIGINT/SIGTERM in the CLI). It returns
+// the status tinyvmm should exit with: the guest's, from the exit device.
+// Everything it opened is closed when it returns.
+func Run(ctx context.Context, cfg Config) (int, error) {
+	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: devices.NewStopOnce()}
+	if m.log == nil {
+		m.log = io.Discard
+	}
+	if m.cfg.Console == nil {
+		m.cfg.Console = io.Discard
+	}
+	if m.cfg.Notify == "" {
+		m.cfg.Notify = NotifyIoeventfd
+	}
+	if err := m.cfg.check(); err != nil {
+		return 1, err
+	}
+	defer m.close()
+	st, err := m.loadGuest()
+	if err != nil {
+		return 1, err
+	}
+	if err := m.openKVM(); err != nil {
+		return 1, err
+	}
+	if err := m.addDevices(); err != nil {
+		return 1, err
+	}
+	if err := m.createVCPUs(st); err != nil {
+		return 1, err
+	}
+	if m.host.PVM {
+		m.logf("%s", m.host)
+	}
+	return m.run(ctx)
+}
+
+func readInput(path string, data []byte, what string) ([]byte, error) {
+	if data != nil || path == "" {
+		return data, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s %s: %v", what, path, errText(err))
+	}
+	return b, nil
+}
+
+// errText drops the "open PATH:" prefix Go puts on file errors, since the
+// message already names the file.
+func errText(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// loadGuest reads the kernel and initrd, maps RAM and lays the guest out.
+// None of this needs KVM, so file errors come before /dev/kvm errors.
+func (m *machine) loadGuest() (boot.CPUState, error) {
+	kernel, err := readInput(m.cfg.Kernel, m.cfg.KernelData, "kernel")
+	if err != nil {
+		return boot.CPUState{}, err
+	}
+	initrd, err := readInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd")
+	if err != nil {
+		return boot.CPUState{}, err
+	}
+	if uint64(len(initrd)) >= m.cfg.MemBytes {
+		return boot.CPUState{}, fmt.Errorf("initrd (%d MiB) does not fit in %d MiB of guest memory; raise --mem", len(initrd)>>20, m.cfg.MemBytes>>20)
+	}
+	m.ram, err = allocRAM(m.cfg.MemBytes)
+	if err != nil {
+		return boot.CPUState{}, err
+	}
+	m.onTeardown(m.ram.free)
+	m.host = kvm.Detect()
+	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, m.cfg.Cmdline, m.cfg.Command)}
+	return boot.Load(boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs}, img)
+}
+
+// openKVM creates the VM with its in-kernel irqchip and PIT and gives it
+// the RAM.
+func (m *machine) openKVM() error {
+	if !m.host.Usable {
+		return fmt.Errorf("%s", m.host.Why)
+	}
+	sys, err := kvm.Open()
+	if err != nil {
+		return err
+	}
+	m.sys = sys
+	m.onTeardown(func() { sys.Close() })
+	for _, c := range []struct {
+		capability int
+		name       string
+	}{{kvm.CapIRQChip, "in-kernel irqchip"}, {kvm.CapUserMemory, "user memory"}, {kvm.CapIoeventfd, "ioeventfd"},
+		{kvm.CapIRQFD, "irqfd"}, {kvm.CapIRQRouting, "IRQ routing"}, {kvm.CapPIT2, "in-kernel PIT"}} {
+		if sys.CheckExtension(c.capability) == 0 {
+			return fmt.Errorf("this host's KVM lacks %s, which tinyvmm needs (use a newer kernel)", c.name)
+		}
+	}
+	vm, err := sys.CreateVM()
+	if err != nil {
+		return err
+	}
+	m.vm = vm
+	m.onTeardown(func() { vm.Close() })
+	if err := vm.SetTSSAddr(tssAddr); err != nil {
+		return err
+	}
+	if sys.CheckExtension(kvm.CapSetIdentityMapAddr) != 0 {
+		if err := vm.SetIdentityMapAddr(identityMapAddr); err != nil {
+			return err
+		}
+	}
+	if err := vm.CreateIRQChip(); err != nil {
+		return err
+	}
+	if err := vm.CreatePIT2(); err != nil {
+		return err
+	}
+	m.hv = newHypervisor(vm)
+	return m.ram.register(vm)
+}
+
+// addDevices puts the UART, the exit device, the reset port and the
+// virtio devices on the buses.
+func (m *machine) addDevices() error {
+	m.pio, m.mmio = devices.NewPIOBus(), devices.NewMMIOBus()
+	irq, err := newLineInterrupt(m.vm, devices.COM1IRQ)
+	if err != nil {
+		return err
+	}
+	m.serialIRQ = irq
+	m.onTeardown(func() { irq.close(m.vm, devices.COM1IRQ) })
+	m.console = &firstOutputWriter{w: m.cfg.Console}
+	m.serial = devices.NewSerial(irq, m.console)
+	m.onTeardown(m.serial.Close)
+	for _, d := range []struct {
+		port, size uint64
+		dev        devices.BusDevice
+	}{
+		{devices.COM1Port, devices.SerialPorts, m.serial},
+		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.Stop)},
+		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.Stop)},
+	} {
+		if err := m.pio.Register(d.port, d.size, d.dev); err != nil {
+			return err
+		}
+	}
+	return m.attachNets()
+}
+
+// createVCPUs makes every vCPU; vCPU 0 (the BSP) gets the boot state.
+func (m *machine) createVCPUs(st boot.CPUState) error {
+	supported, err := m.sys.SupportedCPUID()
+	if err != nil {
+		return err
+	}
+	for id := 0; id < m.cfg.CPUs; id++ {
+		cpu, err := m.vm.CreateVCPU(id)
+		if err != nil {
+			return err
+		}
+		m.cpus = append(m.cpus, cpu)
+		m.onTeardown(func() { cpu.Close() })
+		var bsp *boot.CPUState
+		if id == 0 {
+			bsp = &st
+		}
+		skipped, err := setupVCPU(cpu, supported, m.cfg.CPUs, m.host.PVM, bsp)
+		if err != nil {
+			return err
+		}
+		if id == 0 && len(skipped) > 0 && m.cfg.Trace != nil {
+			fmt.Fprintf(m.cfg.Trace, "kvm: MSRs this KVM refused: %#x\n", skipped)
+		}
+	}
+	return nil
+}
+
+// run starts the console input and the vCPUs, waits for the end, stops
+// everything and turns the end into an exit status.
+func (m *machine) run(ctx context.Context) (int, error) {
+	if err := m.startInput(); err != nil {
+		return 1, err
+	}
+	failed := make(chan error, len(m.cpus))
+	var wg sync.WaitGroup
+	for _, cpu := range m.cpus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.runVCPU(cpu); err != nil {
+				failed <- err
+			}
+		}()
+	}
+	var status int
+	var err error
+	select {
+	case <-m.stop.Done():
+		status, err = m.stop.Get().Result()
+	case err = <-failed:
+		status = 1
+	case <-ctx.Done():
+		status, err = 1, fmt.Errorf("guest stopped: %w", context.Cause(ctx))
+	}
+	stoppedAt := time.Now()
+	for _, cpu := range m.cpus {
+		cpu.Interrupt()
+	}
+	wg.Wait()
+	if m.input != nil {
+		m.input.stop()
+	}
+	m.stopNets()
+	if m.cfg.Stats != "" {
+		if serr := m.report(stoppedAt); serr != nil && err == nil {
+			status, err = 1, serr
+		}
+	}
+	return status, err
+}
+
+// startInput feeds the console input to the UART, through the escape
+// filter when asked, from its own goroutine.
+func (m *machine) startInput() error {
+	in := m.cfg.ConsoleIn
+	if in == nil {
+		return nil
+	}
+	if f, ok := in.(interface{ Fd() uintptr }); ok {
+		r, err := newCancellableReader(int(f.Fd()))
+		if err != nil {
+			return err
+		}
+		m.input = r
+		in = r
+	}
+	done := make(chan struct{})
+	m.onTeardown(func() {
+		if m.input != nil {
+			m.serial.Close() // an Enqueue waiting for room returns
+			m.input.stop()
+			<-done // the goroutine is gone before its eventfd closes
+			m.input.close()
+		}
+	})
+	esc := &escapeFilter{}
+	go func() {
+		defer close(done)
+		buf := make([]byte, 256)
+		for {
+			n, err := in.Read(buf)
+			data := buf[:n]
+			quit := false
+			if m.cfg.Escape {
+				data, quit = esc.filter(data)
+			}
+			if len(data) > 0 && !m.serial.Enqueue(data) {
+				return
+			}
+			if quit {
+				m.logf("stopped by Ctrl-A x")
+				m.stop.Stop(devices.GuestStop{Reason: devices.StopPowerOff, Detail: "Ctrl-A x"})
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func (m *machine) report(stoppedAt time.Time) error {
+	s := RunStats{FirstOutputMs: -1, ExitMs: millis(stoppedAt.Sub(m.started)), PVM: m.host.PVM, Exits: m.exits.snapshot()}
+	if first := m.console.firstAt(); !first.IsZero() {
+		s.FirstOutputMs = millis(first.Sub(m.started))
+	}
+	var texts []string
+	for _, n := range m.nets {
+		st := n.stats()
+		s.Nets = append(s.Nets, st)
+		texts = append(texts, fmt.Sprint(st))
+	}
+	return s.report(m.cfg.Stats, m.log, texts)
+}
