@@ -26,7 +26,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "debian bzImage: downloading $pkg"
-(cd "$work" && apt-get download -qq "$pkg")
+(cd "$work" && apt-get download -qq -o APT::Sandbox::User=root "$pkg")
 deb=$(ls "$work"/*.deb)
 mkdir -p "$work/x"
 dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work/x" --wildcards './boot/vmlinuz-*'
