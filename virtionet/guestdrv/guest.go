@@ -42,6 +42,7 @@ type Guest struct {
 	frame     []byte // rx reassembly
 	out       []byte // tx staging
 	pending   []virtiotest.UsedElem
+	replies   [][]byte // answers waiting for tx ring space, like a qdisc
 	// Received counts frames delivered to the guest, Replies the ARP,
 	// ping and echo answers it sent.
 	Received, Replies uint64
@@ -80,6 +81,9 @@ func New(dev *virtionet.Device, o Options) (*Guest, error) {
 	if !g.mergeable && feat&(virtionet.FeatGuestTSO4|virtionet.FeatGuestTSO6) != 0 {
 		return nil, errors.New("guestdrv: GUEST_TSO without MRG_RXBUF needs 64 KiB rx buffers, which this driver does not post")
 	}
+	// One interrupt for both queues, like a single MSI-X vector, so that
+	// WaitTxOrRx can sleep on either.
+	g.Tx.Irq = g.Rx.Irq
 	g.fillRx()
 	if err := dev.Activate(g.Drv.Activation(feat, g.Rx, g.Tx)); err != nil {
 		g.Drv.Close()
@@ -111,6 +115,9 @@ func (g *Guest) fillRx() {
 // Queue posts one frame (a zero vnet header is put in front) without
 // kicking; it returns false when the tx ring is full even after reclaiming.
 func (g *Guest) Queue(frame []byte) bool {
+	if !g.flushReplies() {
+		return false
+	}
 	if g.Tx.Free() == 0 && len(g.Tx.Used()) == 0 {
 		return false
 	}
@@ -166,16 +173,9 @@ func (g *Guest) Poll(handle func(frame []byte)) int {
 		frame = frame[g.hdrLen:]
 		n++
 		if g.IP != nil {
-			if reply, ok := ethframe.AppendReply(g.out[:g.hdrLen], frame, g.MAC, g.IP); ok {
-				clear(reply[:g.hdrLen])
-				var bufs [1][]byte
-				bufs[0] = reply
-				if g.Tx.Free() == 0 {
-					g.Tx.Used()
-				}
-				if _, err := g.Tx.AddChain(bufs[:], nil); err == nil {
-					replies++
-				}
+			if reply, ok := ethframe.AppendReply(make([]byte, g.hdrLen, 128), frame, g.MAC, g.IP); ok && len(g.replies) < maxReplies {
+				g.replies = append(g.replies, reply)
+				replies++
 			}
 		}
 		if handle != nil {
@@ -187,9 +187,30 @@ func (g *Guest) Poll(handle func(frame []byte)) int {
 	g.fillRx()
 	g.Rx.Kick()
 	if replies > 0 {
+		g.flushReplies()
 		g.Tx.Kick()
 	}
 	return n
+}
+
+// maxReplies bounds the answers waiting for tx space; more are dropped.
+const maxReplies = 64
+
+// flushReplies posts waiting answers ahead of other tx frames and reports
+// whether all of them went out.
+func (g *Guest) flushReplies() bool {
+	for len(g.replies) > 0 {
+		if g.Tx.Free() == 0 && len(g.Tx.Used()) == 0 {
+			return false
+		}
+		var bufs [1][]byte
+		bufs[0] = g.replies[0]
+		if _, err := g.Tx.AddChain(bufs[:], nil); err != nil {
+			return false
+		}
+		g.replies = g.replies[1:]
+	}
+	return true
 }
 
 // Wait blocks until the device signals rx or timeout passes.
@@ -221,4 +242,27 @@ func (g *Guest) Recv(timeout time.Duration, keep func(frame []byte) bool) ([]byt
 		g.Wait(min(left, 10*time.Millisecond))
 	}
 	return got, nil
+}
+
+// TxInFlight is the number of tx chains the device has not returned.
+func (g *Guest) TxInFlight() int { return int(g.Tx.Size) - g.Tx.Free() }
+
+// WaitTxOrRx sleeps until the device returned tx buffers (asking, like
+// Linux's virtqueue_enable_cb_delayed, only once 3/4 of those in flight are
+// done) or delivered rx frames, or timeout passes.
+func (g *Guest) WaitTxOrRx(timeout time.Duration) {
+	inflight := uint16(g.TxInFlight())
+	lastUsed := g.Tx.AvailIdx() - inflight
+	if inflight > 0 {
+		if g.Tx.EventIdx {
+			g.Tx.SetUsedEvent(lastUsed + inflight*3/4)
+		} else {
+			g.Tx.EnableInterrupts()
+		}
+	}
+	rxMore := g.Rx.EnableInterrupts()
+	if done := g.Tx.UsedIdx() - lastUsed; !rxMore && (inflight == 0 || done <= inflight*3/4) {
+		g.Rx.Irq.Wait(timeout)
+	}
+	g.Tx.DisableInterrupts()
 }

@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/ethframe"
+	"tinyvmm/virtionet"
+)
+
+// LatencyRow is one row of the seed 002 table: request latency through the
+// guest while it floods tx with 1-byte UDP payloads, at one tx packet weight.
+type LatencyRow struct {
+	Weight  int     `json:"tx_weight_pkts"` // 0: unlimited (the seed's "Origin")
+	MinMs   float64 `json:"min_ms"`
+	AvgMs   float64 `json:"avg_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	TxPPS   float64 `json:"tx_pps"`
+	Samples int     `json:"samples"`
+	Lost    int     `json:"lost"`
+}
+
+// BatchRow is one row of the seed 004 table: rx frames/s at an rx batch.
+type BatchRow struct {
+	Batch          int     `json:"rx_batch"`
+	Mergeable      bool    `json:"mrg_rxbuf"`
+	PPS            float64 `json:"rx_pps"`
+	FramesPerBatch float64 `json:"frames_per_batch"`
+}
+
+// ThresholdRow is one row of the seed 000 table: tx frames/s at a notify
+// threshold.
+type ThresholdRow struct {
+	Threshold int     `json:"notify_threshold"`
+	PPS       float64 `json:"tx_pps"`
+}
+
+// seed002 measures one weight: the guest floods, a host-side UDP pinger
+// sends a request every interval to the guest's echo port and times the
+// answer.
+func seed002(weight int, d, interval time.Duration) (LatencyRow, error) {
+	row := LatencyRow{Weight: weight}
+	tun := virtionet.DefaultTuning()
+	tun.TxWeightPkts = weight
+	env, err := NewEnv(tun, 0)
+	if err != nil {
+		return row, err
+	}
+	defer env.Close()
+	sink, err := env.UDPSocket(9, time.Second)
+	if err != nil {
+		return row, err
+	}
+	defer unix.Close(sink)
+	pinger, err := env.UDPSocket(7000, time.Second)
+	if err != nil {
+		return row, err
+	}
+	defer unix.Close(pinger)
+
+	g := env.Guest
+	frame := ethframe.AppendUDP(nil, env.HostMAC, g.MAC, GuestIP, HostIP, 5000, 9, []byte{'x'})
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); guestFlood(g, frame, &stop) }()
+	time.Sleep(50 * time.Millisecond) // let the flood fill the ring
+	before := env.Dev.Stats().Queues[1].Frames
+	start := time.Now()
+	var rtts []time.Duration
+	to := &unix.SockaddrInet4{Addr: [4]byte{10, 0, 2, 15}, Port: ethframe.EchoPort}
+	buf := make([]byte, 64)
+	for seq := uint64(0); time.Since(start) < d; seq++ {
+		var req [8]byte
+		binary.BigEndian.PutUint64(req[:], seq)
+		t0 := time.Now()
+		if err := unix.Sendto(pinger, req[:], 0, to); err != nil {
+			row.Lost++
+			continue
+		}
+		for {
+			n, _, err := unix.Recvfrom(pinger, buf, 0)
+			if err != nil {
+				row.Lost++
+				break
+			}
+			if n == 8 && binary.BigEndian.Uint64(buf) == seq {
+				rtts = append(rtts, time.Since(t0))
+				break
+			}
+		}
+		time.Sleep(interval)
+	}
+	elapsed := time.Since(start)
+	row.TxPPS = float64(env.Dev.Stats().Queues[1].Frames-before) / elapsed.Seconds()
+	stop.Store(true)
+	wg.Wait()
+	if len(rtts) == 0 {
+		return row, fmt.Errorf("weight %d: no echo answered in %v", weight, d)
+	}
+	row.Samples = len(rtts)
+	row.MinMs, row.AvgMs, row.MaxMs, row.P99Ms = latencyStats(rtts)
+	return row, nil
+}
+
+func latencyStats(d []time.Duration) (lo, avg, hi, p99 float64) {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	var sum time.Duration
+	for _, v := range d {
+		sum += v
+	}
+	ms := func(v time.Duration) float64 { return float64(v) / 1e6 }
+	i99 := (len(d)*99 + 99) / 100
+	return ms(d[0]), ms(sum / time.Duration(len(d))), ms(d[len(d)-1]), ms(d[min(i99, len(d))-1])
+}
+
+// rxFeatures are acked for the rx table: no checksum or TSO offloads, so
+// that one 2048-byte buffer holds any frame with and without MRG_RXBUF.
+const rxFeatures = virtionet.FeatVersion1 | virtionet.FeatMAC | virtionet.FeatStatus | virtionet.FeatMTU |
+	virtionet.FeatEventIdx | virtionet.FeatIndirectDesc
+
+// seed004 measures rx frames/s at one batch size: a host-side AF_PACKET
+// sender floods 64-byte UDP frames at the guest through the tap.
+func seed004(batch int, mergeable bool, d time.Duration) (BatchRow, error) {
+	row := BatchRow{Batch: batch, Mergeable: mergeable}
+	tun := virtionet.DefaultTuning()
+	tun.RxBatch = batch
+	feat := uint64(rxFeatures)
+	if mergeable {
+		feat |= virtionet.FeatMrgRxBuf
+	}
+	pps, dev, err := rxRate(tun, feat, 64, d)
+	if err != nil {
+		return row, err
+	}
+	row.PPS = pps
+	row.FramesPerBatch = framesPerBatch(dev)
+	return row, nil
+}
+
+// rxRate floods the guest from the host side for d and returns the
+// frames/s the guest received.
+func rxRate(tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (float64, virtionet.QueueStats, error) {
+	env, err := NewEnv(tun, feat)
+	if err != nil {
+		return 0, virtionet.QueueStats{}, err
+	}
+	defer env.Close()
+	fd, err := env.PacketSocket()
+	if err != nil {
+		return 0, virtionet.QueueStats{}, err
+	}
+	defer unix.Close(fd)
+	payload := make([]byte, max(frameLen-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen, 1))
+	frame := ethframe.AppendUDP(nil, env.Guest.MAC, env.HostMAC, HostIP, GuestIP, 5000, 9, payload)
+	var stopSend, stopSink atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); hostFlood(fd, frame, &stopSend) }()
+	go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
+	time.Sleep(30 * time.Millisecond)
+	before := env.Dev.Stats().Queues[0]
+	start := time.Now()
+	time.Sleep(d)
+	after := env.Dev.Stats().Queues[0]
+	elapsed := time.Since(start)
+	stopSend.Store(true)
+	stopSink.Store(true)
+	wg.Wait()
+	delta := after
+	delta.Frames -= before.Frames
+	for k, v := range before.Batches {
+		delta.Batches[k] -= v
+	}
+	return float64(delta.Frames) / elapsed.Seconds(), delta, nil
+}
+
+// framesPerBatch is the mean batch size from the histogram's buckets,
+// each taken at its midpoint (exact for 1).
+func framesPerBatch(s virtionet.QueueStats) float64 {
+	var batches uint64
+	for _, n := range s.Batches {
+		batches += n
+	}
+	if batches == 0 {
+		return 0
+	}
+	return float64(s.Frames) / float64(batches)
+}
+
+// seed000 measures tx frames/s at one notify threshold: the guest floods
+// 64-byte frames to a MAC nobody has, which the host drops at once.
+func seed000(thr int, d time.Duration) (ThresholdRow, error) {
+	row := ThresholdRow{Threshold: thr}
+	tun := virtionet.DefaultTuning()
+	tun.NotifyThreshold = thr
+	pps, err := txRate(tun, 0, otherMAC, 64, d)
+	row.PPS = pps
+	return row, err
+}
+
+// txRate has the guest flood frameLen-byte UDP frames to dst for d and
+// returns the frames/s the device wrote to the tap.
+func txRate(tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (float64, error) {
+	env, err := NewEnv(tun, feat)
+	if err != nil {
+		return 0, err
+	}
+	defer env.Close()
+	if dst == nil {
+		dst = env.HostMAC
+	}
+	sink, err := env.UDPSocket(9, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(sink)
+	payload := make([]byte, max(frameLen-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen, 1))
+	frame := ethframe.AppendUDP(nil, dst, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); guestFlood(env.Guest, frame, &stop) }()
+	time.Sleep(30 * time.Millisecond)
+	before := env.Dev.Stats().Queues[1].Frames
+	start := time.Now()
+	time.Sleep(d)
+	frames := env.Dev.Stats().Queues[1].Frames - before
+	elapsed := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+	return float64(frames) / elapsed.Seconds(), nil
+}

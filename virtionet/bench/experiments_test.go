@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"tinyvmm/internal/netnstest"
+	"tinyvmm/virtionet"
+)
+
+func skipUnlessNetns(t *testing.T) {
+	if why := netnstest.Usable(); why != "" {
+		t.Skip(why)
+	}
+}
+
+// Each experiment runs once, briefly, and measures something.
+func TestExperimentsMeasure(t *testing.T) {
+	skipUnlessNetns(t)
+	lat, err := seed002(256, 300*time.Millisecond, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed 002 at 256: %+v", lat)
+	if lat.Samples == 0 || lat.TxPPS <= 0 || lat.MinMs <= 0 || lat.MaxMs < lat.AvgMs {
+		t.Errorf("seed 002 row %+v", lat)
+	}
+	for _, mrg := range []bool{false, true} {
+		for _, b := range []int{1, 64} {
+			row, err := seed004(b, mrg, 300*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("seed 004: %+v", row)
+			if row.PPS <= 0 || (b == 1 && row.FramesPerBatch != 1) {
+				t.Errorf("seed 004 row %+v", row)
+			}
+		}
+	}
+	for _, thr := range []int{1, 8, 64} {
+		row, err := seed000(thr, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("seed 000: %+v", row)
+		if row.PPS <= 0 {
+			t.Errorf("seed 000 row %+v", row)
+		}
+	}
+	pps, err := txRate(virtionet.DefaultTuning(), 0, nil, 64, 300*time.Millisecond)
+	t.Logf("tx to host socket: %.0f frames/s (%v)", pps, err)
+}
