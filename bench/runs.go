@@ -146,8 +146,8 @@ func rxSample(pps, good, bad, lost float64, sent uint64) Sample {
 
 // Ping series: pingCount requests, one every pingInterval.
 const (
-	pingCount    = 50
-	pingInterval = 20 * time.Millisecond
+	pingCount    = 200
+	pingInterval = 10 * time.Millisecond
 	pingTimeout  = time.Second
 )
 

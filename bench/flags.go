@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MainE2E parses the flags of `tinyvmm bench e2e` and runs it; main.go
+// calls it with the arguments after "bench e2e".
+func MainE2E(args []string) error {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
+	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for e2e.json and the plots")
+	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per cell, interleaved between systems; each cell is their median")
+	fs.IntVar(&o.Secs, "secs", o.Secs, "seconds per measurement")
+	fs.DurationVar(&o.Budget, "budget", o.Budget, "start no new run after this long (the rest show as not run)")
+	fs.StringVar(&o.ELF, "guest", o.ELF, "the bench guest ELF (guest/bench/build.sh)")
+	fs.StringVar(&o.Tinyvmm, "tinyvmm", o.Tinyvmm, "the tinyvmm binary")
+	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
+	kicks := fs.String("kicks", joinInts(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
+	weights := fs.String("weights", joinInts(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench e2e: unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	var err error
+	if o.Kicks, err = parseInts(*kicks); err != nil {
+		return fmt.Errorf("bench e2e: --kicks: %w", err)
+	}
+	if o.Weights, err = parseInts(*weights); err != nil {
+		return fmt.Errorf("bench e2e: --weights: %w", err)
+	}
+	_, err = RunE2E(o)
+	return err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count (use e.g. 1,2,4)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
