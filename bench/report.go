@@ -19,15 +19,15 @@ import (
 
 // Report is everything `bench e2e` measured, as written to e2e.json.
 type Report struct {
-	Date     time.Time              `json:"date"`
-	Machine  Machine                `json:"machine"`
-	Runs     int                    `json:"runs_per_cell"`
-	Secs     int                    `json:"secs_per_run"`
-	Took     string                 `json:"took"`
-	Systems  map[System]systemState `json:"systems"`
-	Cells    []*Cell                `json:"cells"`
-	byKey    map[string]*Cell
-	exps     []experiment
+	Date    time.Time              `json:"date"`
+	Machine Machine                `json:"machine"`
+	Runs    int                    `json:"runs_per_cell"`
+	Secs    int                    `json:"secs_per_run"`
+	Took    string                 `json:"took"`
+	Systems map[System]systemState `json:"systems"`
+	Cells   []*Cell                `json:"cells"`
+	byKey   map[string]*Cell
+	exps    []experiment
 }
 
 // Machine states where the numbers come from.
