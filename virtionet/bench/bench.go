@@ -1,0 +1,197 @@
+// Package bench is the device-level benchmark of virtionet: it runs the
+// experiments of the three Linux patches in shared/seeds on tinyvmm's own
+// device, with the Go driver as the guest and a tap in a namespace of its
+// own, and prints their tables, writes JSON and draws a plot.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+)
+
+// Options of Run; the zero value of a field means its default.
+type Options struct {
+	Runs int // runs per cell, the median is shown (3)
+
+	Weights      []int         // seed 002 tx packet weights; 0 is unlimited
+	LatencyRun   time.Duration // seed 002 time per run (1.2 s)
+	PingEvery    time.Duration // seed 002 pause between requests (5 ms)
+	BatchRun     time.Duration // seed 004 time per run (1 s)
+	Thresholds   []int         // seed 000 notify thresholds (1..64)
+	ThresholdRun time.Duration // seed 000 time per run (0.2 s)
+
+	Only string // "002", "004" or "000" to run one table; "" runs all
+
+	JSON string // results file ("" for none)
+	Plot string // PNG file ("" for none)
+	Out  io.Writer
+}
+
+// Results is what Run measured; it is also the JSON written.
+type Results struct {
+	Machine Machine        `json:"machine"`
+	Runs    int            `json:"runs_per_cell"`
+	Seed002 []LatencyRow   `json:"seed002_weight_latency,omitempty"`
+	Seed004 []BatchRow     `json:"seed004_rx_batch,omitempty"`
+	Seed000 []ThresholdRow `json:"seed000_notify_threshold,omitempty"`
+	Failed  []string       `json:"failed_runs,omitempty"`
+	Seconds float64        `json:"seconds"`
+}
+
+func (o *Options) defaults() {
+	if o.Runs <= 0 {
+		o.Runs = 3
+	}
+	if o.Weights == nil {
+		o.Weights = []int{0, 64, 128, 256, 512, 1024, 2048, 4096}
+	}
+	if o.LatencyRun <= 0 {
+		o.LatencyRun = 1200 * time.Millisecond
+	}
+	if o.PingEvery <= 0 {
+		o.PingEvery = 5 * time.Millisecond
+	}
+	if o.BatchRun <= 0 {
+		o.BatchRun = time.Second
+	}
+	if o.Thresholds == nil {
+		for i := 1; i <= 64; i++ {
+			o.Thresholds = append(o.Thresholds, i)
+		}
+	}
+	if o.ThresholdRun <= 0 {
+		o.ThresholdRun = 200 * time.Millisecond
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+}
+
+// Run runs the experiments, interleaving the runs of each table's rows so
+// that drift on a shared machine spreads over all of them, and reports.
+func Run(o Options) (*Results, error) {
+	o.defaults()
+	start := time.Now()
+	r := &Results{Machine: describeMachine(), Runs: o.Runs}
+	fmt.Fprintf(o.Out, "tinyvmm device benchmark\n%s\neach cell is the median of %d runs\n\n", r.Machine, o.Runs)
+	fail := func(what string, err error) {
+		msg := fmt.Sprintf("%s: %v", what, err)
+		r.Failed = append(r.Failed, msg)
+		fmt.Fprintln(o.Out, "run failed:", msg)
+	}
+	if o.Only == "" || o.Only == "002" {
+		runs := make([][]LatencyRow, len(o.Weights))
+		for run := 0; run < o.Runs; run++ {
+			for i, w := range o.Weights {
+				row, err := seed002(w, o.LatencyRun, o.PingEvery)
+				if err != nil {
+					fail(fmt.Sprintf("seed 002 weight %d run %d", w, run+1), err)
+					continue
+				}
+				runs[i] = append(runs[i], row)
+			}
+		}
+		for i, w := range o.Weights {
+			r.Seed002 = append(r.Seed002, medianLatency(w, runs[i]))
+		}
+		printSeed002(o, r.Seed002)
+	}
+	if o.Only == "" || o.Only == "004" {
+		type key struct {
+			batch int
+			mrg   bool
+		}
+		var keys []key
+		for _, mrg := range []bool{false, true} {
+			for _, b := range []int{1, 64} {
+				keys = append(keys, key{b, mrg})
+			}
+		}
+		runs := make([][]BatchRow, len(keys))
+		for run := 0; run < o.Runs; run++ {
+			for i, k := range keys {
+				row, err := seed004(k.batch, k.mrg, o.BatchRun)
+				if err != nil {
+					fail(fmt.Sprintf("seed 004 batch %d mrg %v run %d", k.batch, k.mrg, run+1), err)
+					continue
+				}
+				runs[i] = append(runs[i], row)
+			}
+		}
+		for i, k := range keys {
+			row := BatchRow{Batch: k.batch, Mergeable: k.mrg}
+			row.PPS = median(runs[i], func(b BatchRow) float64 { return b.PPS })
+			row.FramesPerBatch = median(runs[i], func(b BatchRow) float64 { return b.FramesPerBatch })
+			r.Seed004 = append(r.Seed004, row)
+		}
+		printSeed004(o, r.Seed004)
+	}
+	if o.Only == "" || o.Only == "000" {
+		runs := make([][]ThresholdRow, len(o.Thresholds))
+		for run := 0; run < o.Runs; run++ {
+			for i, thr := range o.Thresholds {
+				row, err := seed000(thr, o.ThresholdRun)
+				if err != nil {
+					fail(fmt.Sprintf("seed 000 threshold %d run %d", thr, run+1), err)
+					continue
+				}
+				runs[i] = append(runs[i], row)
+			}
+		}
+		for i, thr := range o.Thresholds {
+			r.Seed000 = append(r.Seed000, ThresholdRow{Threshold: thr,
+				PPS: median(runs[i], func(t ThresholdRow) float64 { return t.PPS })})
+		}
+		printSeed000(o, r.Seed000)
+	}
+	r.Seconds = time.Since(start).Seconds()
+	fmt.Fprintf(o.Out, "\n%d failed runs; %.0f s in all\n", len(r.Failed), r.Seconds)
+	if o.JSON != "" {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		if err := os.WriteFile(o.JSON, append(b, '\n'), 0o644); err != nil {
+			return r, fmt.Errorf("cannot write %s: %v", o.JSON, err)
+		}
+		fmt.Fprintln(o.Out, "results:", o.JSON)
+	}
+	if o.Plot != "" {
+		if err := plotResults(r, o.Plot); err != nil {
+			return r, fmt.Errorf("cannot draw %s: %v", o.Plot, err)
+		}
+		fmt.Fprintln(o.Out, "plot:", o.Plot)
+	}
+	return r, nil
+}
+
+// median of f over rows; NaN-free: 0 for no rows.
+func median[T any](rows []T, f func(T) float64) float64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rows))
+	for i, r := range rows {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func medianLatency(w int, rows []LatencyRow) LatencyRow {
+	m := LatencyRow{Weight: w}
+	m.MinMs = median(rows, func(r LatencyRow) float64 { return r.MinMs })
+	m.AvgMs = median(rows, func(r LatencyRow) float64 { return r.AvgMs })
+	m.MaxMs = median(rows, func(r LatencyRow) float64 { return r.MaxMs })
+	m.P99Ms = median(rows, func(r LatencyRow) float64 { return r.P99Ms })
+	m.TxPPS = median(rows, func(r LatencyRow) float64 { return r.TxPPS })
+	for _, r := range rows {
+		m.Samples += r.Samples
+		m.Lost += r.Lost
+	}
+	return m
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+func weightName(w int) string {
+	if w == 0 {
+		return "Origin"
+	}
+	return fmt.Sprint(w)
+}
+
+func printSeed002(o Options, rows []LatencyRow) {
+	fmt.Fprintf(o.Out, "Seed 002: tx packet weight vs request latency while the guest floods 1-byte UDP\n")
+	fmt.Fprintf(o.Out, "(host-side UDP echo request every %v to the guest, answered by the driver; %v per run;\n", o.PingEvery, o.LatencyRun)
+	fmt.Fprintf(o.Out, " Origin = no packet weight, byte weight 0x80000 only, as before the patch)\n\n")
+	fmt.Fprintf(o.Out, "%-8s %8s %8s %8s %8s %12s %8s\n", "Packet#", "min ms", "avg ms", "max ms", "p99 ms", "tx pps", "samples")
+	for _, r := range rows {
+		fmt.Fprintf(o.Out, "%-8s %8.3f %8.3f %8.3f %8.3f %12.0f %8d\n", weightName(r.Weight),
+			r.MinMs, r.AvgMs, r.MaxMs, r.P99Ms, r.TxPPS, r.Samples)
+	}
+	fmt.Fprintln(o.Out)
+}
+
+func printSeed004(o Options, rows []BatchRow) {
+	fmt.Fprintf(o.Out, "Seed 004: rx frames/s, batch 1 vs 64 (64-byte frames from an AF_PACKET sender\n")
+	fmt.Fprintf(o.Out, "on the host side of the tap; no csum/TSO offloads; %v per run)\n\n", o.BatchRun)
+	fmt.Fprintf(o.Out, "%-10s %14s %14s %8s %18s\n", "buffers", "batch 1 pps", "batch 64 pps", "gain", "frames/batch @64")
+	for _, mrg := range []bool{false, true} {
+		var one, many BatchRow
+		for _, r := range rows {
+			if r.Mergeable == mrg && r.Batch == 1 {
+				one = r
+			}
+			if r.Mergeable == mrg && r.Batch == 64 {
+				many = r
+			}
+		}
+		name := "small"
+		if mrg {
+			name = "mergeable"
+		}
+		gain := 0.0
+		if one.PPS > 0 {
+			gain = 100 * (many.PPS - one.PPS) / one.PPS
+		}
+		fmt.Fprintf(o.Out, "%-10s %14.0f %14.0f %+7.1f%% %18.1f\n", name, one.PPS, many.PPS, gain, many.FramesPerBatch)
+	}
+	fmt.Fprintln(o.Out)
+}
+
+func printSeed000(o Options, rows []ThresholdRow) {
+	fmt.Fprintf(o.Out, "Seed 000: tx frames/s by notification threshold (used entries published every N chains,\n")
+	fmt.Fprintf(o.Out, "avail_event N-1 ahead during bursts; 64-byte frames the host drops at once; %v per run)\n\n", o.ThresholdRun)
+	per := (len(rows) + 2) / 3
+	var lines []string
+	for i := 0; i < per; i++ {
+		var cells []string
+		for c := 0; c < 3; c++ {
+			if j := c*per + i; j < len(rows) {
+				cells = append(cells, fmt.Sprintf("%-4d %10.0f", rows[j].Threshold, rows[j].PPS))
+			}
+		}
+		lines = append(lines, strings.Join(cells, " | "))
+	}
+	fmt.Fprintf(o.Out, "%-4s %10s | %-4s %10s | %-4s %10s\n", "thr", "PPS", "thr", "PPS", "thr", "PPS")
+	fmt.Fprintln(o.Out, strings.Join(lines, "\n"))
+	best := ThresholdRow{}
+	for _, r := range rows {
+		if r.PPS > best.PPS {
+			best = r
+		}
+	}
+	fmt.Fprintf(o.Out, "highest: threshold %d at %.0f frames/s\n\n", best.Threshold, best.PPS)
+}
