@@ -53,6 +53,7 @@ func (c GuestConfig) command(ns *Namespace, vmm VMM, cmdline string) *exec.Cmd {
 
 // GuestRun is one run of the bench guest as its serial output told it.
 type GuestRun struct {
+	Start  map[string]string // the BENCH start line (entry=user or pvh)
 	Ready  map[string]string // the BENCH ready line
 	Result map[string]string // the BENCH result line
 	Error  string            // a BENCH error line
@@ -129,6 +130,8 @@ func (g *guestProc) scan(r io.Reader) {
 			g.run.Output = g.run.Output[1:]
 		}
 		switch {
+		case strings.HasPrefix(line, "BENCH start"):
+			g.run.Start = parseKV(line)
 		case strings.HasPrefix(line, "BENCH ready"):
 			g.run.Ready = parseKV(line)
 			close(g.ready)

@@ -75,9 +75,7 @@ func checkTxRx(t *testing.T, r *runner, sys System, size int) {
 	t.Logf("rx: host sent %.0f frames, guest received %.0f (%.0f pps in the guest)", rx.Detail["sent"], rx.Detail["received"], rx.Value)
 }
 
-// TestBenchGuestUnderQEMU runs the guest's PVH entry under QEMU (TCG here:
-// there is no /dev/kvm; hardware KVM where there is).
-func TestBenchGuestUnderQEMU(t *testing.T) {
+func qemuConfig(t *testing.T) GuestConfig {
 	elf := needGuestPrereqs(t)
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
@@ -87,7 +85,32 @@ func TestBenchGuestUnderQEMU(t *testing.T) {
 	if h := kvm.Detect(); h.Usable && !h.PVM {
 		accel = "kvm"
 	}
-	checkTxRx(t, testRunner(t, GuestConfig{ELF: elf, QEMU: qemu, QEMUAccel: accel}), SysQEMU, 64)
+	return GuestConfig{ELF: elf, QEMU: qemu, QEMUAccel: accel}
+}
+
+// TestBenchGuestUnderQEMU runs the guest's PVH entry under QEMU (TCG here:
+// there is no /dev/kvm; hardware KVM where there is).
+func TestBenchGuestUnderQEMU(t *testing.T) {
+	checkTxRx(t, testRunner(t, qemuConfig(t)), SysQEMU, 64)
+}
+
+// TestBenchGuestUserEntryUnderQEMU boots through PVH with cpl3=1: the guest
+// drops to CPL3 and comes in through the user-mode start that tinyvmm uses
+// (IOPL 3, IF 0, user pages), where any exception is reported as an error.
+func TestBenchGuestUserEntryUnderQEMU(t *testing.T) {
+	r := testRunner(t, qemuConfig(t))
+	r.cmdlineExtra = "cpl3=1"
+	inNamespace(func(ns *Namespace) Sample {
+		run, err := r.guest(ns, SysQEMU, nil, "mode=tx secs=1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Start["entry"] != "user" {
+			t.Errorf("guest started with entry=%q, want user (start line %v)", run.Start["entry"], run.Start)
+		}
+		return Sample{}
+	})
+	checkTxRx(t, r, SysQEMU, 64)
 }
 
 // TestBenchGuestUnderTinyvmm runs the guest's user-mode entry under

@@ -31,6 +31,8 @@ type runner struct {
 	secs    int
 	tscKHz  uint64
 	bootMax time.Duration // how long a boot may take before it counts as failed
+	// cmdlineExtra goes on every guest command line (cpl3=1 in tests).
+	cmdlineExtra string
 }
 
 func (r *runner) guestTimeout() time.Duration {
@@ -68,7 +70,8 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 				sink.Stop()
 				return failed(err)
 			}
-			guestPPS, frames = float64(run.Uint("pps")), float64(run.Uint("frames"))
+			// Frames the device took back (used), not merely offered.
+			guestPPS, frames = float64(run.Uint("pps")), float64(run.Uint("completed"))
 		}
 		time.Sleep(200 * time.Millisecond) // the last frames in flight
 		got := sink.Stop()
@@ -212,6 +215,9 @@ func (r *runner) guest(ns *Namespace, sys System, vmmArgs []string, cmdline stri
 	cfg := r.cfg
 	cfg.TinyvmmArgs = vmmArgs
 	cmdline += " tsc_khz=" + strconv.FormatUint(r.tscKHz, 10)
+	if r.cmdlineExtra != "" {
+		cmdline += " " + r.cmdlineExtra
+	}
 	g, err := startGuest(ns, cfg, VMM(sys), cmdline)
 	if err != nil {
 		return nil, err

@@ -90,6 +90,9 @@ extern int running_at_cpl0; /* set by the PVH entry */
  * (both entries map it), a page table update at CPL0, an error at CPL3. */
 int paging_map_identity(u64 addr, u64 len);
 
+/* ---- usermode.c: cpl3=1, the user-mode start under a PVH loader ---- */
+void enter_user_mode(const char *cmdline) __attribute__((noreturn));
+
 /* ---- pci.c: configuration mechanism #1 through 0xCF8/0xCFC ---- */
 struct pci_dev {
 	u8 bus, dev, fn;

@@ -3,7 +3,8 @@
  *   mode=tx size=64 count=N secs=S kick=N   a UDP flood
  *   mode=rx secs=S                          count the peer's frames
  *   mode=echo secs=S / mode=echo+tx size=64 answer ARP and ping (and flood)
- * and ip=, peer=, dmac=, evidx=0, tsc_khz= adjust it. Results are BENCH
+ * and ip=, peer=, dmac=, evidx=0, tsc_khz= adjust it; cpl3=1 on a PVH boot
+ * enters through the user-mode start instead (usermode.c). Results are BENCH
  * lines on the serial port; the status goes to the exit device. */
 #include "bench.h"
 
@@ -72,5 +73,7 @@ void pvh_main(const u32 *start_info)
 	for (; src[i] && i < CMDLINE_MAX - 1; i++)
 		cmdline_buf[i] = src[i];
 	cmdline_buf[i] = 0;
+	if (arg_u64(cmdline_buf, "cpl3", 0))
+		enter_user_mode(cmdline_buf);
 	bench_main(cmdline_buf, 1);
 }

@@ -13,7 +13,7 @@
 int running_at_cpl0;
 
 extern u64 pvh_pml4[512]; /* pvh.S */
-static u64 spare[SPARE_TABLES][512] __attribute__((aligned(4096)));
+static u64 spare[SPARE_TABLES][512] __attribute__((section(".boot"), aligned(4096)));
 static int spare_used;
 
 static u64 *table_at(u64 *parent, int idx)

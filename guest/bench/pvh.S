@@ -8,8 +8,10 @@
 #define EFER_LME 0x100
 #define CR4_PAE 0x20
 #define CR0_PG_PE 0x80000001
-#define PTE_TABLE 0x3  /* present, writable */
-#define PTE_2M 0x83    /* present, writable, huge */
+/* User pages too, so that cpl3=1 (usermode.c) can run the user-mode start
+ * on these tables; CPL0 is unaffected without SMEP/SMAP. */
+#define PTE_TABLE 0x7  /* present, writable, user */
+#define PTE_2M 0x87    /* present, writable, user, huge */
 
 	.section .note.Xen, "a", @note
 	.balign 4
@@ -28,9 +30,9 @@ pvh_start32:
 	cld
 	mov %ebx, %esi
 
-	/* Zero .bss: page tables and stack live there. */
+	/* Zero .bss and .boot: stack and page tables live there. */
 	mov $__bss_start, %edi
-	mov $__bss_end, %ecx
+	mov $__boot_end, %ecx
 	sub %edi, %ecx
 	xor %eax, %eax
 	rep stosb
@@ -99,7 +101,8 @@ pvh_gdt_desc:
 	.word pvh_gdt_end - pvh_gdt - 1
 	.long pvh_gdt
 
-	.section .bss
+	/* .boot, not .bss: the user-mode start (cpl3=1) zeroes .bss. */
+	.section .boot, "aw", @nobits
 	.balign 4096
 	.globl pvh_pml4
 pvh_pml4:
