@@ -34,17 +34,8 @@ func parseSize(s string) (uint64, error) {
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
 	shift := uint(20) // a plain number is MiB
 	if t != "" {
-		switch t[len(t)-1] {
-		case 'K':
-			shift = 10
-		case 'M':
-			shift = 20
-		case 'G':
-			shift = 30
-		case 'T':
-			shift = 40
-		}
-		if t[len(t)-1] >= 'A' && t[len(t)-1] <= 'Z' {
+		if i := strings.IndexByte("KMGT", t[len(t)-1]); i >= 0 {
+			shift = uint(10 * (i + 1))
 			t = t[:len(t)-1]
 		}
 	}

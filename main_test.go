@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/netnstest"
+	"tinyvmm/kvm"
+)
+
+// buildBinary builds tinyvmm once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tinyvmm")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// minimalELF is a 64-bit ELF kernel whose code writes 3 to the exit device.
+func minimalELF() []byte {
+	code := []byte{0x66, 0xba, 0x01, 0x05, 0xb0, 0x03, 0xee, 0xf4} // mov dx,0x501; mov al,3; out dx,al; hlt
+	le := binary.LittleEndian
+	b := make([]byte, 0x200+len(code))
+	copy(b, "\x7fELF\x02\x01\x01")
+	le.PutUint16(b[16:], 2)
+	le.PutUint16(b[18:], 62)
+	le.PutUint32(b[20:], 1)
+	le.PutUint64(b[24:], 0x100000)
+	le.PutUint64(b[32:], 64)
+	le.PutUint16(b[52:], 64)
+	le.PutUint16(b[54:], 56)
+	le.PutUint16(b[56:], 1)
+	ph := b[64:]
+	le.PutUint32(ph[0:], 1)
+	le.PutUint32(ph[4:], 5)
+	le.PutUint64(ph[8:], 0x200)
+	le.PutUint64(ph[16:], 0x100000)
+	le.PutUint64(ph[24:], 0x100000)
+	le.PutUint64(ph[32:], uint64(len(code)))
+	le.PutUint64(ph[40:], uint64(len(code)))
+	copy(b[0x200:], code)
+	return b
+}
+
+// TestCLIErrors runs the binary on every kind of bad input and checks it
+// prints one tinyvmm: line and exits 2 (usage) or 1 (runtime), with no
+// panic or stack trace.
+func TestCLIErrors(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	notKernel := write("notes.txt", []byte("hello, I am not a kernel"))
+	kernel := write("vmlinux", minimalELF())
+	bigInitrd := write("big.cpio", make([]byte, 40<<20))
+	unreadable := write("secret", minimalELF())
+	os.Chmod(unreadable, 0)
+	noGuest := t.TempDir() // no default guest here
+
+	h := kvm.Detect()
+	cases := []struct {
+		name   string
+		args   []string
+		status int
+		want   string
+	}{
+		{"no command", nil, 2, "Usage"},
+		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
+		{"unknown flag", []string{"run", "--bogus"}, 2, "bogus"},
+		{"mem 0", []string{"run", "--mem", "0", "--kernel", kernel}, 2, "memory size is 0"},
+		{"mem junk", []string{"run", "--mem", "lots"}, 2, "not a number"},
+		{"cpus 0", []string{"run", "--cpus", "0", "--kernel", kernel}, 2, "--cpus 0"},
+		{"notify", []string{"run", "--notify", "poll", "--kernel", kernel}, 2, "--notify"},
+		{"bad net", []string{"run", "--net", "tap"}, 2, "--net"},
+		{"bad mac", []string{"run", "--net", "tap=t0,mac=zz"}, 2, "mac"},
+		{"stray argument", []string{"run", "--kernel", kernel, "ls"}, 2, "after --"},
+		{"empty command", []string{"run", "--kernel", kernel, "--"}, 2, "nothing after --"},
+		{"missing kernel", []string{"run", "--kernel", filepath.Join(dir, "nope")}, 1, "cannot read kernel"},
+		{"no default guest", []string{"run"}, 1, "make guest"},
+		{"not a kernel", []string{"run", "--kernel", notKernel}, 1, "not a Linux kernel"},
+		{"initrd too big", []string{"run", "--kernel", kernel, "--initrd", bigInitrd, "--mem", "32M"}, 1, "initrd"},
+	}
+	if os.Geteuid() != 0 {
+		cases = append(cases, struct {
+			name   string
+			args   []string
+			status int
+			want   string
+		}{"unreadable kernel", []string{"run", "--kernel", unreadable}, 1, "permission denied"})
+	}
+	if !h.Usable {
+		cases = append(cases, struct {
+			name   string
+			args   []string
+			status int
+			want   string
+		}{"no /dev/kvm", []string{"run", "--kernel", kernel}, 1, h.Why})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(bin, c.args...)
+			cmd.Env = append(os.Environ(), "TINYVMM_GUEST_DIR="+noGuest)
+			cmd.Dir = noGuest
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			status := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				status = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			msg := stderr.String()
+			if status != c.status {
+				t.Errorf("exit status %d, want %d; stderr %q", status, c.status, msg)
+			}
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("stderr %q lacks %q", msg, c.want)
+			}
+			if strings.Contains(msg, "goroutine ") || strings.Contains(msg, "panic") {
+				t.Errorf("stack trace on stderr: %q", msg)
+			}
+			if c.want != "Usage" {
+				lines := strings.Split(strings.TrimSpace(msg), "\n")
+				if len(lines) != 1 || !strings.HasPrefix(lines[0], "tinyvmm: ") {
+					t.Errorf("stderr is not one tinyvmm: line: %q", msg)
+				}
+			}
+		})
+	}
+}
+
+func TestCLIHelp(t *testing.T) {
+	bin := buildBinary(t)
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if !strings.Contains(string(out), "tinyvmm run") {
+			t.Errorf("%v output lacks the run usage: %s", args, out)
+		}
+	}
+	out, _ := exec.Command(bin, "run", "--help").Output()
+	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net tap=NAME", "--stats[=FILE]", "Ctrl-A x", "-- CMD"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("run --help lacks %q", want)
+		}
+	}
+}
+
+// TestCLIGuestExitStatus boots a tiny kernel that reports status 3.
+func TestCLIGuestExitStatus(t *testing.T) {
+	if h := kvm.Detect(); !h.Usable {
+		t.Skip(h.Why)
+	}
+	bin := buildBinary(t)
+	kernel := filepath.Join(t.TempDir(), "vmlinux")
+	os.WriteFile(kernel, minimalELF(), 0o644)
+	err := exec.Command(bin, "run", "--kernel", kernel, "--mem", "64M", "--", "true").Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want status 3", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]uint64{
+		"256M": 256 << 20, "1G": 1 << 30, "512k": 512 << 10, "64": 64 << 20, "2GiB": 2 << 30, "1T": 1 << 40, "0": 0,
+	} {
+		got, err := parseSize(in)
+		if err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "M", "-1G", "1.5G", "12X", "99999999999999999999G"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCLIBusyTap holds a tap open inside a namespace of its own and runs
+// tinyvmm on it there: the error is one line, before any KVM use.
+func TestCLIBusyTap(t *testing.T) {
+	ns := netnstest.Setup(t)
+	var fd int
+	err := ns.Do(func() error {
+		var err error
+		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		ifr, err := unix.NewIfreq("tvbusy0")
+		if err != nil {
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		return unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) }) // runs before the namespace goes
+	bin := buildBinary(t)
+	kernel := filepath.Join(t.TempDir(), "vmlinux")
+	os.WriteFile(kernel, minimalELF(), 0o644)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "run", "--kernel", kernel, "--mem", "32M", "--net", "tap=tvbusy0")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want status 1; stderr %q", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "tinyvmm: tap tvbusy0 is busy") {
+		t.Fatalf("stderr %q, want one line saying the tap is busy", stderr.String())
+	}
+}
