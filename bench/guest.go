@@ -182,6 +182,9 @@ func (g *guestProc) wait(timeout time.Duration) (*GuestRun, error) {
 		return g.snapshot(), g.failure(fmt.Sprintf("still running after %v (killed)", timeout))
 	}
 	r := g.snapshot()
+	if v, ok := g.exceptionVector(r); ok {
+		return r, g.failure(fmt.Sprintf("guest took exception vector %d at CPL3 (it left native mode)", v))
+	}
 	switch {
 	case r.Error != "":
 		return r, g.failure("guest error " + r.Error)
@@ -192,6 +195,16 @@ func (g *guestProc) wait(timeout time.Duration) (*GuestRun, error) {
 		return r, g.failure(fmt.Sprintf("%s exit code %d", g.vmm, code))
 	}
 	return r, nil
+}
+
+// exceptionVector recognizes tinyvmm's user-mode exception stubs: they
+// write the vector (0..31) to the exit device without a BENCH exit line.
+func (g *guestProc) exceptionVector(r *GuestRun) (int, bool) {
+	code := g.cmd.ProcessState.ExitCode()
+	if g.vmm != Tinyvmm || r.Status >= 0 || code < 0 || code > 31 {
+		return 0, false
+	}
+	return code, true
 }
 
 // exitCodeOK: tinyvmm exits with the guest's status; QEMU's isa-debug-exit

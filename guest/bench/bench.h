@@ -14,12 +14,15 @@ typedef long i64;
 #define NULL ((void *)0)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Exit statuses written to the exit device (port 0x501). */
+/* Exit statuses written to the exit device (port 0x501). Under tinyvmm's
+ * user-mode start, 1..31 mean "exception vector N" (its stubs write N), so
+ * the guest's own failures use 64 and up. */
 enum {
 	EXIT_OK = 0,
-	EXIT_BAD_ARGS = 2,
-	EXIT_NO_DEVICE = 3,
-	EXIT_DEVICE_FAILED = 4,
+	EXIT_BAD_ARGS = 64,
+	EXIT_NO_DEVICE = 65,
+	EXIT_DEVICE_FAILED = 66,
+	EXIT_CPL3_FAULT = 67, /* cpl3=1: an exception at CPL3 (usermode.c) */
 };
 
 /* ---- port I/O, MMIO and CPU helpers (all legal at CPL3 with IOPL 3) ---- */

@@ -48,7 +48,7 @@ void user_fault(u64 vector, u64 error, u64 rip)
 	serial_kv_hex("error", error);
 	serial_kv_hex("rip", rip);
 	serial_puts("\n");
-	bench_exit(9);
+	bench_exit(EXIT_CPL3_FAULT);
 }
 
 void enter_user_mode(const char *cmdline)
