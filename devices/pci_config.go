@@ -76,6 +76,9 @@ type PCIConfig struct {
 	// OnWrite, when set, is called after each guest write that touched a
 	// capability (offsets from 0x40), with the access offset and size.
 	OnWrite func(offset uint8, size int)
+	// OnRead, when set, is called before each guest read that touches a
+	// capability, so the owner can refresh bytes there (through Bytes).
+	OnRead  func(offset uint8, size int)
 	lastCap uint8
 	capLens [PCIConfigSize]uint8
 	// Errorf reports BAR mapping failures (an overlap on the MMIO bus).
@@ -164,8 +167,9 @@ func (c *PCIConfig) AddCapability(id uint8, body, writable []byte) (uint8, error
 
 func (c *PCIConfig) capLen(off uint8) uint8 { return c.capLens[off] }
 
-// Bytes returns n bytes of config space at off (for the function's owner
-// to read back what the guest wrote into its capabilities).
+// Bytes returns n bytes of config space at off, aliasing it: the
+// function's owner reads what the guest wrote into its capabilities and
+// may update read-only bytes there.
 func (c *PCIConfig) Bytes(off, n int) []byte { return c.space[off : off+n] }
 
 // MemoryEnabled reports the command register's memory-decode bit.
@@ -184,6 +188,9 @@ func (c *PCIConfig) BARAddr(i int) uint64 {
 // ConfigRead reads config space at offset (1, 2 or 4 bytes, not crossing
 // the dword). Reads outside the 256 bytes return all ones.
 func (c *PCIConfig) ConfigRead(offset uint64, data []byte) {
+	if c.OnRead != nil && offset < PCIConfigSize && offset+uint64(len(data)) > pciCapStart {
+		c.OnRead(uint8(offset), len(data))
+	}
 	for i := range data {
 		o := offset + uint64(i)
 		if o >= PCIConfigSize {

@@ -110,6 +110,7 @@ type VirtioPCI struct {
 	barMapped   bool
 	msix        msixState
 	msixCap     uint8
+	pciCfgCap   uint8
 	active      *pciActivation
 
 	status     atomic.Uint32 // device_status; Fail sets NEEDS_RESET from the worker
@@ -168,6 +169,7 @@ func NewVirtioPCI(dev VirtioDevice, hv Hypervisor, mem Memory, opts VirtioPCIOpt
 	}
 	t.msix.init(n + 1)
 	t.cfg.OnWrite = t.configWritten
+	t.cfg.OnRead = t.configRead
 	t.resetLocked()
 	t.cfg.SetMemoryEnabled(true)
 	return t, nil

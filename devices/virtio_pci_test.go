@@ -650,3 +650,36 @@ func TestVirtioPCIHostileRegisterAccess(t *testing.T) {
 		g.cfgWrite(reg, 1, 0xff)
 	}
 }
+
+// TestVirtioPCICfgCapability reaches the BAR through the PCI_CFG window in
+// config space, as firmware does before it maps BARs.
+func TestVirtioPCICfgCapability(t *testing.T) {
+	g := newGuest(t, devices.NotifyIoeventfd)
+	g.probe()
+	p := 0
+	for q := int(g.cfgRead(0x34, 1)); q != 0; q = int(g.cfgRead(q+1, 1)) {
+		if g.cfgRead(q, 1) == 0x09 && g.cfgRead(q+3, 1) == 5 {
+			p = q
+		}
+	}
+	if p == 0 {
+		t.Fatal("no VIRTIO_PCI_CAP_PCI_CFG capability")
+	}
+	g.cfgWrite(p+4, 1, 0)    // bar
+	g.cfgWrite(p+8, 4, 0x12) // offset: num_queues
+	g.cfgWrite(p+12, 4, 2)   // length
+	if n := g.cfgRead(p+16, 2); n != 2 {
+		t.Fatalf("num_queues through PCI_CFG = %d, want 2", n)
+	}
+	g.cfgWrite(p+8, 4, 0x14) // device_status
+	g.cfgWrite(p+12, 4, 1)
+	g.cfgWrite(p+16, 1, devices.StatusAcknowledge)
+	if g.status() != devices.StatusAcknowledge {
+		t.Fatalf("status %#x after a PCI_CFG write", g.status())
+	}
+	g.cfgWrite(p+12, 4, 3) // an invalid length does nothing
+	g.cfgWrite(p+16, 4, 0)
+	if g.status() != devices.StatusAcknowledge {
+		t.Fatal("an invalid PCI_CFG length reached the BAR")
+	}
+}
