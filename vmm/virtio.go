@@ -1,25 +1,73 @@
 package vmm
 
-import "fmt"
+import (
+	"fmt"
+
+	"tinyvmm/devices"
+	"tinyvmm/virtionet"
+)
 
 // netDevice is one virtio-net device behind its virtio-pci transport.
 type netDevice struct {
-	stats func() any
-	stop  func()
+	dev       *virtionet.Device
+	transport *devices.VirtioPCI
 }
 
-// attachNets creates the virtio-net devices and puts them behind
-// virtio-pci transports on the buses.
-func (m *machine) attachNets() error {
-	if len(m.cfg.Nets) == 0 {
-		return nil
+func (n *netDevice) stats() any { return n.dev.Stats() }
+
+// openNets opens (or creates) each --net tap and makes its device. It
+// needs no KVM, so a busy or missing tap is reported before /dev/kvm.
+func (m *machine) openNets() error {
+	for _, nc := range m.cfg.Nets {
+		cfg := nc.Config
+		if cfg.Log == nil {
+			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
+		}
+		dev, err := virtionet.New(cfg)
+		if err != nil {
+			return err
+		}
+		m.onTeardown(func() { dev.Close() })
+		m.nets = append(m.nets, &netDevice{dev: dev})
 	}
-	return fmt.Errorf("--net: this build has no virtio-pci transport yet")
+	return nil
 }
 
-// stopNets stops every net device's workers before guest memory goes.
+// attachPCI puts the PCI host bridge on ports 0xCF8-0xCFF and each net
+// device behind a virtio-pci function, its BAR in the 32-bit hole.
+func (m *machine) attachPCI() error {
+	pci := devices.NewPCIBus(m.mmio)
+	if err := m.pio.Register(devices.PCIConfigAddressPort, devices.PCIConfigPorts, pci); err != nil {
+		return err
+	}
+	mode := devices.NotifyIoeventfd
+	if m.cfg.Notify == NotifyExit {
+		mode = devices.NotifyExit
+	}
+	for i, n := range m.nets {
+		bar := uint64(mmioHoleStart) + uint64(i)*devices.VirtioPCIBARSize
+		if bar+devices.VirtioPCIBARSize > mmioHoleEnd {
+			return fmt.Errorf("too many --net devices for the PCI hole")
+		}
+		t, err := devices.NewVirtioPCI(n.dev, m.hv, m.ram.regions, devices.VirtioPCIOptions{
+			BARAddr: bar, Notify: mode, Logf: func(format string, args ...any) { m.logf(format, args...) },
+		})
+		if err != nil {
+			return fmt.Errorf("net %s: %v", m.cfg.Nets[i].Tap, err)
+		}
+		m.onTeardown(t.Close)
+		if _, err := pci.Add(t.PCI()); err != nil {
+			return err
+		}
+		n.transport = t
+	}
+	return nil
+}
+
+// stopNets stops every net device's workers while guest memory is still
+// mapped (the vCPUs have stopped; teardown closes the rest).
 func (m *machine) stopNets() {
 	for _, n := range m.nets {
-		n.stop()
+		n.dev.Reset()
 	}
 }

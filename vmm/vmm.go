@@ -79,6 +79,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	if err := m.openNets(); err != nil {
+		return 1, err
+	}
 	if err := m.openKVM(); err != nil {
 		return 1, err
 	}
@@ -208,7 +211,7 @@ func (m *machine) addDevices() error {
 			return err
 		}
 	}
-	return m.attachNets()
+	return m.attachPCI()
 }
 
 // createVCPUs makes every vCPU; vCPU 0 (the BSP) gets the boot state.
