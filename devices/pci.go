@@ -63,11 +63,13 @@ func (b *PCIBus) Add(f *PCIConfig) (int, error) {
 
 // selected returns the function and register the address latch points at,
 // or nil when it selects nothing (disabled, another bus, a function other
-// than 0, an empty slot).
+// than 0, an extended register, an empty slot).
 func (b *PCIBus) selected() (*PCIConfig, uint64) {
 	a := b.address
-	bus, dev, fn := (a>>16)&0xff, (a>>11)&0x1f, (a>>8)&0x7
-	if a&pciEnableBit == 0 || bus != 0 || fn != 0 {
+	bus, dev, fn, ext := (a>>16)&0xff, (a>>11)&0x1f, (a>>8)&0x7, (a>>24)&0xf
+	// ext is the AMD extended register number (offsets 256-4095): these
+	// functions have only the 256 bytes of conventional config space.
+	if a&pciEnableBit == 0 || bus != 0 || fn != 0 || ext != 0 {
 		return nil, 0
 	}
 	return b.devs[dev], uint64(a & 0xfc)

@@ -75,8 +75,9 @@ func TestPCIHostBridgeAndLatch(t *testing.T) {
 	if v := c.read(0, 2, 2); v != HostBridgeDevice {
 		t.Fatalf("16-bit device read at offset 2 = %#x", v)
 	}
-	// Disabled latch, another bus, another function: nothing there.
-	for _, addr := range []uint32{0x00000000, pciEnableBit | 1<<16, pciEnableBit | 1<<8} {
+	// Disabled latch, another bus, another function, an extended
+	// register: nothing there.
+	for _, addr := range []uint32{0x00000000, pciEnableBit | 1<<16, pciEnableBit | 1<<8, pciEnableBit | 1<<24} {
 		binary.LittleEndian.PutUint32(a[:], addr)
 		b.Write(0, a[:])
 		b.Read(4, a[:])
