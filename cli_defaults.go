@@ -7,10 +7,11 @@ import (
 
 // The default guest, built by `make guest`.
 const (
-	guestSubdir      = "out/guest"
-	defaultKernel    = "vmlinux"
-	defaultInitrd    = "initramfs.cpio"
-	defaultPVMInitrd = "initramfs-pause.cpio" // kernel-only: PVM guests cannot make system calls
+	guestSubdir       = "out/guest"
+	defaultKernel     = "vmlinux"
+	defaultInitrd     = "initramfs.cpio"
+	defaultPVMInitrd  = "initramfs-pause.cpio" // kernel-only: PVM guests cannot make system calls
+	defaultBenchGuest = "bench.elf"            // the user-mode bench guest (--bench-guest)
 )
 
 // guestDirs lists where the default guest may be, best first:

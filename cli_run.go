@@ -47,6 +47,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.cfg.Cmdline, "append", "", "extra kernel command-line `ARGS`")
 	fs.Var(sizeValue{&f.cfg.MemBytes}, "mem", "guest memory `SIZE`, like 256M or 1G (a plain number is MiB)")
 	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
+	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
 	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N]` (repeatable)")
 	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
@@ -120,12 +121,16 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 func resolveDefaults(cfg *vmm.Config, kernelGiven bool, stderr io.Writer) error {
 	dirs := guestDirs()
 	if !kernelGiven {
-		cfg.Kernel = findGuestFile(dirs, defaultKernel)
+		name := defaultKernel
+		if cfg.UserStart {
+			name = defaultBenchGuest
+		}
+		cfg.Kernel = findGuestFile(dirs, name)
 		if cfg.Kernel == "" {
-			return fmt.Errorf("no default kernel (out/guest/%s); build the default guest with 'make guest', or pass --kernel PATH", defaultKernel)
+			return fmt.Errorf("no default kernel (out/guest/%s); build the default guest with 'make guest', or pass --kernel PATH", name)
 		}
 	}
-	if cfg.Initrd != "" {
+	if cfg.Initrd != "" || cfg.UserStart {
 		return nil
 	}
 	name := defaultInitrd

@@ -20,10 +20,17 @@ type Config struct {
 	// is used instead.
 	Initrd     string
 	InitrdData []byte
-	// Cmdline is appended to tinyvmm's own kernel arguments.
+	// Cmdline is appended to tinyvmm's own kernel arguments (with
+	// UserStart, it is the guest's whole argument string).
 	Cmdline string
 	// Command, when set, is run by the guest's init (tinyvmm.cmd=).
 	Command []string
+
+	// UserStart starts Kernel as a freestanding static ELF directly in
+	// user mode (CPL3, long mode, IOPL 3, interrupts off; boot.LoadUser):
+	// the bench guest, which under PVM runs natively only that way. There
+	// is no initrd and no Linux command line.
+	UserStart bool
 
 	MemBytes uint64
 	CPUs     int
@@ -85,6 +92,9 @@ func (c *Config) check() error {
 	case "", NotifyIoeventfd, NotifyExit:
 	default:
 		return fmt.Errorf("--notify %q is not one of ioeventfd, exit", c.Notify)
+	}
+	if c.UserStart && (c.Initrd != "" || c.InitrdData != nil || len(c.Command) > 0) {
+		return fmt.Errorf("a user-mode guest (--bench-guest) takes no initrd and no command; pass its arguments with --append")
 	}
 	if c.Kernel == "" && c.KernelData == nil {
 		return fmt.Errorf("no kernel given; pass --kernel PATH")

@@ -84,7 +84,8 @@ func segment(s boot.Segment) kvm.Segment {
 }
 
 // setBootState puts the BSP in the state the boot package computed: 32-bit
-// protected mode for a PVH entry, long mode for a bzImage or 64-bit ELF.
+// protected mode for a PVH entry, long mode for a bzImage or 64-bit ELF,
+// CPL3 long mode for the user-mode start.
 func setBootState(cpu *kvm.VCPU, st boot.CPUState) error {
 	sregs, err := cpu.Sregs()
 	if err != nil {
@@ -103,7 +104,7 @@ func setBootState(cpu *kvm.VCPU, st boot.CPUState) error {
 	if err := cpu.SetFPU(kvm.FPU{FCW: 0x37f, MXCSR: 0x1f80}); err != nil {
 		return err
 	}
-	return cpu.SetRegs(kvm.Regs{RIP: st.RIP, RSP: st.RSP, RSI: st.RSI, RBX: st.RBX, RFLAGS: st.RFLAGS | 2})
+	return cpu.SetRegs(kvm.Regs{RIP: st.RIP, RSP: st.RSP, RSI: st.RSI, RDI: st.RDI, RBX: st.RBX, RFLAGS: st.RFLAGS | 2})
 }
 
 // setupVCPU shapes CPUID, sets MSRs and the LAPIC LINTs; the BSP also

@@ -137,8 +137,12 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 	}
 	m.onTeardown(m.ram.free)
 	m.host = kvm.Detect()
+	layout := boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs}
+	if m.cfg.UserStart {
+		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
+	}
 	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, m.cfg.Cmdline, m.cfg.Command)}
-	return boot.Load(boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs}, img)
+	return boot.Load(layout, img)
 }
 
 // openKVM creates the VM with its in-kernel irqchip and PIT and gives it

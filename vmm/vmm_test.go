@@ -273,3 +273,46 @@ func TestRunStopsOnCancel(t *testing.T) {
 		t.Fatalf("took %v to stop", d)
 	}
 }
+
+// userArgExit exits with the first byte of its argument string (RDI).
+var userArgExit = []byte{
+	0x8a, 0x07, // mov al, [rdi]
+	0x66, 0xba, 0x01, 0x05, // mov dx, 0x501
+	0xee,       // out dx, al   (CPL3, allowed by IOPL 3)
+	0xeb, 0xfe, // jmp $
+}
+
+func runUser(t *testing.T, code []byte, args string) (int, error) {
+	t.Helper()
+	if h := kvm.Detect(); !h.Usable {
+		t.Skip(h.Why)
+	}
+	return Run(context.Background(), Config{
+		KernelData: tinyELF(code, false), UserStart: true, Cmdline: args, MemBytes: 64 << 20, CPUs: 1,
+	})
+}
+
+func TestRunUserStartGetsArgs(t *testing.T) {
+	status, err := runUser(t, userArgExit, "Abc")
+	if err != nil || status != 'A' {
+		t.Fatalf("status %d, err %v; want %d", status, err, 'A')
+	}
+}
+
+func TestRunUserStartExceptionReportsVector(t *testing.T) {
+	status, err := runUser(t, tripleFault, "") // ud2: #UD, vector 6, through the stub
+	if err != nil || status != 6 {
+		t.Fatalf("status %d, err %v; want 6 (#UD)", status, err)
+	}
+}
+
+func TestUserStartRejectsInitrdAndCommand(t *testing.T) {
+	for _, c := range []Config{
+		{Kernel: "k", UserStart: true, Initrd: "i", MemBytes: 64 << 20, CPUs: 1},
+		{Kernel: "k", UserStart: true, Command: []string{"ls"}, MemBytes: 64 << 20, CPUs: 1},
+	} {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--bench-guest") {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
