@@ -33,16 +33,16 @@ type GuestConfig struct {
 }
 
 // command builds the VMM command line that boots the bench guest with
-// cmdline on the namespace's tap. For tinyvmm this is the user-mode start
+// cmdline on the tap of the namespace it will start in. For tinyvmm this is the user-mode start
 // (`run --kernel ELF --bench-guest`, the flag agreed with the boot work).
-func (c GuestConfig) command(ns *Namespace, vmm VMM, cmdline string) *exec.Cmd {
+func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 	switch vmm {
 	case Tinyvmm:
 		args := []string{"run", "--kernel", c.ELF, "--bench-guest", "--append", cmdline,
 			"--net", "tap=" + TapName, "--mem", "256M"}
-		return ns.Command(c.Tinyvmm, append(args, c.TinyvmmArgs...)...)
+		return exec.Command(c.Tinyvmm, append(args, c.TinyvmmArgs...)...)
 	default:
-		return ns.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", "q35", "-m", "256M",
+		return exec.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", "q35", "-m", "256M",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", c.ELF, "-append", cmdline,
 			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,vhost=off",
@@ -99,14 +99,14 @@ func (b *lockedBuffer) String() string {
 const keepLines = 40
 
 func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guestProc, error) {
-	g := &guestProc{vmm: vmm, cmd: cfg.command(ns, vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1)}
+	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1)}
 	g.run.Status = -1
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	g.cmd.Stderr = &g.errb
-	if err := g.cmd.Start(); err != nil {
+	if err := ns.Start(g.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", vmm, err)
 	}
 	go func() {

@@ -2,13 +2,9 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"runtime"
-	"strings"
-	"sync/atomic"
 
-	"github.com/vishvananda/netns"
+	"tinyvmm/internal/netnstest"
 )
 
 // TapName is the tap inside every bench namespace; HostCIDR is its address,
@@ -20,84 +16,28 @@ const (
 
 // Namespace is a network namespace that a benchmark or test creates for
 // itself, with a tap inside. Nothing here touches the machine's own
-// namespace; Close removes the namespace and with it the tap.
+// namespace; Close removes the namespace and with it the tap. It needs no
+// iproute2 (netlink only), so it also works in a minimal nested L1.
 type Namespace struct {
-	Name string
+	*netnstest.NS
 }
-
-var nsCounter atomic.Int32
 
 // NewNamespace creates a namespace with a persistent tap (vnet_hdr) at
 // HostCIDR, up. On error nothing is left behind.
 func NewNamespace() (*Namespace, error) {
-	name := fmt.Sprintf("tvbench%d-%d", os.Getpid(), nsCounter.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ip netns add %s: %v: %s (run as root)", name, err, strings.TrimSpace(string(out)))
+	n, err := netnstest.New("tvbench")
+	if err != nil {
+		return nil, fmt.Errorf("%v (run as root)", err)
 	}
-	ns := &Namespace{Name: name}
-	steps := [][]string{
-		{"link", "set", "lo", "up"},
-		{"tuntap", "add", "dev", TapName, "mode", "tap", "vnet_hdr"},
-		{"addr", "add", HostCIDR, "dev", TapName},
-		{"link", "set", TapName, "up"},
+	if _, err := n.AddTap(TapName, HostCIDR); err != nil {
+		n.Close()
+		return nil, err
 	}
-	for _, s := range steps {
-		args := append([]string{"-n", name}, s...)
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			ns.Close()
-			return nil, fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		}
-	}
-	return ns, nil
+	return &Namespace{n}, nil
 }
 
-// Close deletes the namespace. Processes still inside keep it alive until
-// they exit, so stop them first.
-func (ns *Namespace) Close() error {
-	if out, err := exec.Command("ip", "netns", "del", ns.Name).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip netns del %s: %v: %s", ns.Name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// Command returns cmd to be run inside the namespace (ip netns exec execs
-// it, so the PID is cmd's own).
-func (ns *Namespace) Command(name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
-}
-
-// Do runs f on an OS thread that is inside the namespace. Sockets and tap
-// fds opened by f belong to the namespace for their whole life.
-func (ns *Namespace) Do(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("current namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(ns.Name)
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("namespace %s: %w", ns.Name, err)
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter namespace %s: %w", ns.Name, err)
-			return
-		}
-		ferr := f()
-		// A thread that cannot go back stays locked: the runtime then
-		// ends it with the goroutine instead of reusing it.
-		if err := netns.Set(orig); err == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- ferr
-	}()
-	return <-errc
+// Start starts cmd inside the namespace: it forks from a thread that is in
+// it, and a child keeps the namespaces of the thread that made it.
+func (ns *Namespace) Start(cmd *exec.Cmd) error {
+	return ns.Do(cmd.Start)
 }
