@@ -14,21 +14,21 @@ type DropReason int
 // Why frames are dropped; each has its own counter.
 const (
 	DropTxShort DropReason = iota
+	DropTxTooBig
 	DropTxWritable
 	DropTxWriteError
 	DropRxTooBig
 	DropRxReadError
-	DropRxBadBuffer
 	numDropReasons
 )
 
 var dropReasonText = [numDropReasons]string{
 	DropTxShort:      "tx frame shorter than the vnet header",
+	DropTxTooBig:     "tx frame larger than 64 KiB",
 	DropTxWritable:   "tx chain with device-writable buffers",
 	DropTxWriteError: "tap write error",
 	DropRxTooBig:     "rx frame larger than buffers",
 	DropRxReadError:  "tap read error",
-	DropRxBadBuffer:  "rx buffer too small for the vnet header",
 }
 
 func (r DropReason) String() string { return dropReasonText[r] }
@@ -75,6 +75,8 @@ type QueueStats struct {
 type Stats struct {
 	Tap    string       `json:"tap"`
 	Queues []QueueStats `json:"queues"`
+	// WorkerCPUNs is the CPU time of the worker thread running now.
+	WorkerCPUNs uint64 `json:"worker_cpu_ns,omitempty"`
 }
 
 func bucketName(i int) string {

@@ -135,6 +135,8 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
+	w.d.workerTid.Store(int32(unix.Gettid()))
+	defer w.d.workerTid.Store(0)
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)
 	w.enqueue(rxQueue)

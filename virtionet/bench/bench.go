@@ -126,6 +126,7 @@ func Run(o Options) (*Results, error) {
 			row := BatchRow{Batch: k.batch, Mergeable: k.mrg}
 			row.PPS = median(runs[i], func(b BatchRow) float64 { return b.PPS })
 			row.FramesPerBatch = median(runs[i], func(b BatchRow) float64 { return b.FramesPerBatch })
+			row.NsPerFrame = median(runs[i], func(b BatchRow) float64 { return b.NsPerFrame })
 			r.Seed004 = append(r.Seed004, row)
 		}
 		printSeed004(o, r.Seed004)
@@ -144,7 +145,8 @@ func Run(o Options) (*Results, error) {
 		}
 		for i, thr := range o.Thresholds {
 			r.Seed000 = append(r.Seed000, ThresholdRow{Threshold: thr,
-				PPS: median(runs[i], func(t ThresholdRow) float64 { return t.PPS })})
+				PPS:        median(runs[i], func(t ThresholdRow) float64 { return t.PPS }),
+				NsPerFrame: median(runs[i], func(t ThresholdRow) float64 { return t.NsPerFrame })})
 		}
 		printSeed000(o, r.Seed000)
 	}

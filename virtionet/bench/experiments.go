@@ -33,13 +33,16 @@ type BatchRow struct {
 	Mergeable      bool    `json:"mrg_rxbuf"`
 	PPS            float64 `json:"rx_pps"`
 	FramesPerBatch float64 `json:"frames_per_batch"`
+	// NsPerFrame is the worker thread's CPU time per frame.
+	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
 }
 
 // ThresholdRow is one row of the seed 000 table: tx frames/s at a notify
 // threshold.
 type ThresholdRow struct {
-	Threshold int     `json:"notify_threshold"`
-	PPS       float64 `json:"tx_pps"`
+	Threshold  int     `json:"notify_threshold"`
+	PPS        float64 `json:"tx_pps"`
+	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
 }
 
 // seed002 measures one weight: the guest floods, a host-side UDP pinger
@@ -136,26 +139,52 @@ func seed004(batch int, mergeable bool, d time.Duration) (BatchRow, error) {
 	if mergeable {
 		feat |= virtionet.FeatMrgRxBuf
 	}
-	pps, dev, err := rxRate(tun, feat, 64, d)
+	m, err := rxRate(tun, feat, 64, d)
 	if err != nil {
 		return row, err
 	}
-	row.PPS = pps
-	row.FramesPerBatch = framesPerBatch(dev)
+	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
+	row.FramesPerBatch = framesPerBatch(m.queue)
 	return row, nil
 }
 
-// rxRate floods the guest from the host side for d and returns the
-// frames/s the guest received.
-func rxRate(tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (float64, virtionet.QueueStats, error) {
+// rate is what one timed run measured on a queue.
+type rate struct {
+	pps        float64              // frames per wall-clock second
+	nsPerFrame float64              // worker CPU per frame
+	queue      virtionet.QueueStats // counters of the run (frames, batches)
+}
+
+// measure samples the device's counters of queue qi around d.
+func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
+	s0 := dev.Stats()
+	start := time.Now()
+	time.Sleep(d)
+	s1 := dev.Stats()
+	elapsed := time.Since(start)
+	q := s1.Queues[qi]
+	q.Frames -= s0.Queues[qi].Frames
+	for k, v := range s0.Queues[qi].Batches {
+		q.Batches[k] -= v
+	}
+	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q}
+	if q.Frames > 0 {
+		r.nsPerFrame = float64(s1.WorkerCPUNs-s0.WorkerCPUNs) / float64(q.Frames)
+	}
+	return r
+}
+
+// rxRate floods the guest from the host side for d and measures what the
+// guest received.
+func rxRate(tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
 	env, err := NewEnv(tun, feat)
 	if err != nil {
-		return 0, virtionet.QueueStats{}, err
+		return rate{}, err
 	}
 	defer env.Close()
 	fd, err := env.PacketSocket()
 	if err != nil {
-		return 0, virtionet.QueueStats{}, err
+		return rate{}, err
 	}
 	defer unix.Close(fd)
 	payload := make([]byte, max(frameLen-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen, 1))
@@ -166,20 +195,11 @@ func rxRate(tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (f
 	go func() { defer wg.Done(); hostFlood(fd, frame, &stopSend) }()
 	go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
 	time.Sleep(30 * time.Millisecond)
-	before := env.Dev.Stats().Queues[0]
-	start := time.Now()
-	time.Sleep(d)
-	after := env.Dev.Stats().Queues[0]
-	elapsed := time.Since(start)
+	m := measure(env.Dev, 0, d)
 	stopSend.Store(true)
 	stopSink.Store(true)
 	wg.Wait()
-	delta := after
-	delta.Frames -= before.Frames
-	for k, v := range before.Batches {
-		delta.Batches[k] -= v
-	}
-	return float64(delta.Frames) / elapsed.Seconds(), delta, nil
+	return m, nil
 }
 
 // framesPerBatch is the mean batch size from the histogram's buckets,
@@ -201,17 +221,17 @@ func seed000(thr int, d time.Duration) (ThresholdRow, error) {
 	row := ThresholdRow{Threshold: thr}
 	tun := virtionet.DefaultTuning()
 	tun.NotifyThreshold = thr
-	pps, err := txRate(tun, 0, otherMAC, 64, d)
-	row.PPS = pps
+	m, err := txRate(tun, 0, otherMAC, 64, d)
+	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
 	return row, err
 }
 
 // txRate has the guest flood frameLen-byte UDP frames to dst for d and
-// returns the frames/s the device wrote to the tap.
-func txRate(tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (float64, error) {
+// measures what the device wrote to the tap.
+func txRate(tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
 	env, err := NewEnv(tun, feat)
 	if err != nil {
-		return 0, err
+		return rate{}, err
 	}
 	defer env.Close()
 	if dst == nil {
@@ -219,7 +239,7 @@ func txRate(tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.
 	}
 	sink, err := env.UDPSocket(9, time.Second)
 	if err != nil {
-		return 0, err
+		return rate{}, err
 	}
 	defer unix.Close(sink)
 	payload := make([]byte, max(frameLen-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen, 1))
@@ -229,12 +249,8 @@ func txRate(tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.
 	wg.Add(1)
 	go func() { defer wg.Done(); guestFlood(env.Guest, frame, &stop) }()
 	time.Sleep(30 * time.Millisecond)
-	before := env.Dev.Stats().Queues[1].Frames
-	start := time.Now()
-	time.Sleep(d)
-	frames := env.Dev.Stats().Queues[1].Frames - before
-	elapsed := time.Since(start)
+	m := measure(env.Dev, 1, d)
 	stop.Store(true)
 	wg.Wait()
-	return float64(frames) / elapsed.Seconds(), nil
+	return m, nil
 }

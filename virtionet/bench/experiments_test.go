@@ -8,7 +8,7 @@ import (
 	"tinyvmm/virtionet"
 )
 
-func skipUnlessNetns(t *testing.T) {
+func skipUnlessNetns(t testing.TB) {
 	if why := netnstest.Usable(); why != "" {
 		t.Skip(why)
 	}
@@ -48,5 +48,8 @@ func TestExperimentsMeasure(t *testing.T) {
 		}
 	}
 	pps, err := txRate(virtionet.DefaultTuning(), 0, nil, 64, 300*time.Millisecond)
-	t.Logf("tx to host socket: %.0f frames/s (%v)", pps, err)
+	t.Logf("tx to host socket: %.0f frames/s, %.0f worker ns/frame (%v)", pps.pps, pps.nsPerFrame, err)
+	if err != nil || pps.pps <= 0 || pps.nsPerFrame <= 0 {
+		t.Errorf("tx rate %+v, %v", pps, err)
+	}
 }
