@@ -1,0 +1,130 @@
+package vmm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"tinyvmm/kvm"
+)
+
+// These boot the real guest from `make guest` under tinyvmm. They need a
+// usable /dev/kvm and the built guest, and say in one line why they skip.
+
+// guestFile finds out/guest/name ($TINYVMM_GUEST_DIR first).
+func guestFile(t *testing.T, name string) string {
+	t.Helper()
+	dirs := []string{filepath.Join("..", "out", "guest")}
+	if d := os.Getenv("TINYVMM_GUEST_DIR"); d != "" {
+		dirs = append([]string{d}, dirs...)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skipf("no out/guest/%s: run make guest", name)
+	return ""
+}
+
+// waitWriter collects console output and closes found once it contains
+// the text it waits for.
+type waitWriter struct {
+	syncBuffer
+	want  string
+	found chan struct{}
+	once  sync.Once
+}
+
+func (w *waitWriter) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.once.Do(func() { close(w.found) })
+	}
+	return n, err
+}
+
+func TestLinuxGuestRunsCommand(t *testing.T) {
+	h := kvm.Detect()
+	if !h.Usable {
+		t.Skip(h.Why)
+	}
+	if h.PVM {
+		t.Skip("host KVM is PVM: guest user space cannot make system calls here, so a command cannot run (the kernel-only boot is tested instead)")
+	}
+	kernel, initrd := guestFile(t, "vmlinux"), guestFile(t, "initramfs.cpio")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var console, log syncBuffer
+	start := time.Now()
+	status, err := Run(ctx, Config{
+		Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 2,
+		Command: []string{"sh", "-c", "echo hello; exit 7"},
+		Console: &console, Log: &log, Stats: "-",
+	})
+	out := console.String()
+	if err != nil || status != 7 {
+		t.Fatalf("status %d, err %v; want 7\nconsole:\n%s\nlog:\n%s", status, err, tail(out, 40), log.String())
+	}
+	if !regexp.MustCompile(`(?m)^hello\r?$`).MatchString(out) {
+		t.Errorf("no hello line on the console:\n%s", tail(out, 40))
+	}
+	t.Logf("command ran, tinyvmm done after %v; %s", time.Since(start), strings.TrimSpace(log.String()))
+}
+
+// TestLinuxGuestKernelReachesInit boots the kernel-only guest (a pause
+// init) and stops once the kernel runs /init. Under PVM every kernel
+// instruction is emulated, so this takes minutes there.
+func TestLinuxGuestKernelReachesInit(t *testing.T) {
+	h := kvm.Detect()
+	if !h.Usable {
+		t.Skip(h.Why)
+	}
+	kernel, initrd := guestFile(t, "vmlinux"), guestFile(t, "initramfs-pause.cpio")
+	limit := time.Minute
+	if h.PVM {
+		limit = 15 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	console := &waitWriter{want: "Run /init", found: make(chan struct{})}
+	var log syncBuffer
+	start := time.Now()
+	type result struct {
+		status int
+		err    error
+	}
+	res := make(chan result, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		s, err := Run(runCtx, Config{Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 1, Console: console, Log: &log})
+		res <- result{s, err}
+	}()
+	select {
+	case <-console.found:
+		t.Logf("kernel reached /init after %v (PVM: %v)", time.Since(start), h.PVM)
+		stop()
+		<-res
+	case r := <-res:
+		t.Fatalf("guest stopped before /init: status %d, err %v\nconsole:\n%s", r.status, r.err, tail(console.String(), 40))
+	case <-ctx.Done():
+		stop()
+		<-res
+		t.Fatalf("no \"Run /init\" within %v\nconsole:\n%s", limit, tail(console.String(), 40))
+	}
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
