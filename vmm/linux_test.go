@@ -39,13 +39,23 @@ type waitWriter struct {
 	syncBuffer
 	want  string
 	found chan struct{}
-	once  sync.Once
+
+	mu   sync.Mutex
+	last []byte // the tail of the output, enough to hold want
+	seen bool
 }
 
 func (w *waitWriter) Write(p []byte) (int, error) {
 	n, err := w.syncBuffer.Write(p)
-	if strings.Contains(w.String(), w.want) {
-		w.once.Do(func() { close(w.found) })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = append(w.last, p...)
+	if !w.seen && strings.Contains(string(w.last), w.want) {
+		w.seen = true
+		close(w.found)
+	}
+	if keep := len(w.want); len(w.last) > keep {
+		w.last = append(w.last[:0], w.last[len(w.last)-keep:]...)
 	}
 	return n, err
 }
