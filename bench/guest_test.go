@@ -134,3 +134,24 @@ func TestCeiling(t *testing.T) {
 	}
 	checkTxRx(t, testRunner(t, GuestConfig{}), SysCeiling, 64)
 }
+
+// TestBenchGuestEchoUnderQEMU pings the guest's echo mode, idle and while
+// it floods tx (the seed 002 setup): ARP and ICMP answers from the guest.
+func TestBenchGuestEchoUnderQEMU(t *testing.T) {
+	r := testRunner(t, qemuConfig(t))
+	for _, flood := range []bool{false, true} {
+		s := r.ping(SysQEMU, flood, nil)
+		if s.Err != "" {
+			t.Fatalf("flood=%v: %s", flood, s.Err)
+		}
+		d := s.Detail
+		if d["lost"] > d["sent"]/10 {
+			t.Errorf("flood=%v: %.0f of %.0f pings lost", flood, d["lost"], d["sent"])
+		}
+		if flood && d["tx_pps"] == 0 {
+			t.Errorf("echo+tx sent no flood frames")
+		}
+		t.Logf("flood=%v: %.0f pings, rtt min/avg/p99/max %.0f/%.0f/%.0f/%.0f us, guest tx %.0f pps",
+			flood, d["sent"], d["min_us"], d["avg_us"], d["p99_us"], d["max_us"], d["tx_pps"])
+	}
+}

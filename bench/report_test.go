@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"tinyvmm/kvm"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestRotateInterleaves(t *testing.T) {
+	s := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	rotate(s, 1)
+	if !slices.Equal(s, []System{SysCeiling, SysQEMU, SysTinyvmm}) {
+		t.Errorf("rotate by 1: %v", s)
+	}
+}
+
+func TestPingStats(t *testing.T) {
+	var p PingResult
+	for i := 1; i <= 100; i++ {
+		p.RTTs = append(p.RTTs, time.Duration(i)*time.Microsecond)
+	}
+	p.Sent = 102
+	s := p.Stats()
+	if s.Min != 1 || s.Max != 100 || s.Avg != 50.5 || s.P99 != 99 || s.Lost != 2 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestParseInts(t *testing.T) {
+	if v, err := parseInts("1, 2,,64"); err != nil || !slices.Equal(v, []int{1, 2, 64}) {
+		t.Errorf("parseInts: %v %v", v, err)
+	}
+	if _, err := parseInts("1,x"); err == nil {
+		t.Error("parseInts accepted x")
+	}
+}
+
+// TestTableShowsSkippedFailedAndPartial renders a report without running
+// anything: a skipped system, a cell whose every run failed, and one with
+// one failed run out of three must each say so.
+func TestTableShowsSkippedFailedAndPartial(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = []int{1}, []int{0}
+	host := kvm.Host{Why: "no /dev/kvm here"}
+	rep := newReport(o, host, detectSystems(o, host))
+	exps := o.experiments(&runner{})
+	rep.plan(exps)
+	for _, e := range exps {
+		for _, v := range []float64{100, 300, 200} {
+			rep.add(e, SysCeiling, Sample{Value: v, Detail: map[string]float64{"avg_us": v}})
+		}
+		switch e.Key {
+		case "tx64":
+			for i := 0; i < 3; i++ {
+				rep.add(e, SysQEMU, Sample{Err: "boom"})
+			}
+		case "tx1400":
+			rep.add(e, SysQEMU, Sample{Value: 50})
+			rep.add(e, SysQEMU, Sample{Err: "boom"})
+			rep.add(e, SysQEMU, Sample{Value: 70})
+		}
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	for _, want := range []string{"skipped", "FAILED (3/3)", "60.0 (1/3 failed)", "200", "tinyvmm: skipped: no /dev/kvm here", "failed runs:", "n/c"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	if err := rep.write(t.TempDir()); err != nil {
+		t.Errorf("write: %v", err)
+	}
+}
