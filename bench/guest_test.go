@@ -124,7 +124,19 @@ func TestBenchGuestUnderTinyvmm(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skip("no bin/tinyvmm: run make build")
 	}
-	checkTxRx(t, testRunner(t, GuestConfig{ELF: elf, Tinyvmm: bin}), SysTinyvmm, 64)
+	r := testRunner(t, GuestConfig{ELF: elf, Tinyvmm: bin})
+	inNamespace(func(ns *Namespace) Sample {
+		run, err := r.guest(ns, SysTinyvmm, nil, "mode=tx secs=1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Start["entry"] != "user" {
+			t.Errorf("guest started with entry=%q, want user (start line %v)", run.Start["entry"], run.Start)
+		}
+		return Sample{}
+	})
+	checkTxRx(t, r, SysTinyvmm, 64)
+	checkEcho(t, r, SysTinyvmm)
 }
 
 // TestCeiling runs the same frames through the tap with no VM.
@@ -138,9 +150,12 @@ func TestCeiling(t *testing.T) {
 // TestBenchGuestEchoUnderQEMU pings the guest's echo mode, idle and while
 // it floods tx (the seed 002 setup): ARP and ICMP answers from the guest.
 func TestBenchGuestEchoUnderQEMU(t *testing.T) {
-	r := testRunner(t, qemuConfig(t))
+	checkEcho(t, testRunner(t, qemuConfig(t)), SysQEMU)
+}
+
+func checkEcho(t *testing.T, r *runner, sys System) {
 	for _, flood := range []bool{false, true} {
-		s := r.ping(SysQEMU, flood, nil)
+		s := r.ping(sys, flood, nil)
 		if s.Err != "" {
 			t.Fatalf("flood=%v: %s", flood, s.Err)
 		}
