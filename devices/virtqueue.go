@@ -1,27 +1,5 @@
 package devices
 
-// The split virtqueue (virtio 1.2, section 2.7) as the device sees it.
-//
-// A split virtqueue is three areas of guest memory that the driver
-// allocates and the transport tells the device about:
-//
-//	descriptor table  Size x 16 bytes: addr u64, len u32, flags u16, next u16
-//	available ring    flags u16, idx u16, ring[Size] u16, used_event u16
-//	used ring         flags u16, idx u16, ring[Size] {id u32, len u32}, avail_event u16
-//
-// The driver puts the head of a descriptor chain into avail.ring and then
-// bumps avail.idx; the device takes chains in order (Pop), reads the
-// buffers the driver marked readable and writes the ones it marked writable,
-// then returns each chain through used.ring and bumps used.idx. Both
-// indexes are free-running 16-bit counters: ring slot = idx % Size, which is
-// why Size is a power of two.
-//
-// Everything in these areas is written by the guest and is hostile input.
-// Pop checks every descriptor against guest memory, catches loops by
-// bounding the chain length, and turns every violation into an error after
-// which the queue refuses all work until Reset. The device never writes the
-// descriptor table or the available ring.
-
 import (
 	"encoding/binary"
 	"errors"
@@ -56,10 +34,30 @@ type Chain struct {
 	Bufs []Desc
 }
 
-// Queue is one split virtqueue as the device sees it. Its addresses and
-// size are set by the transport from the driver's writes; Ready marks it
-// usable. Only one goroutine (the device's worker) may call its methods
-// after activation.
+// Queue is one split virtqueue (virtio 1.2, section 2.7) as the device
+// sees it. Its addresses and size are set by the transport from the
+// driver's writes; Ready marks it usable. Only one goroutine (the device's
+// worker) may call its methods after activation.
+//
+// A split virtqueue is three areas of guest memory that the driver
+// allocates and the transport tells the device about:
+//
+//	descriptor table  Size x 16 bytes: addr u64, len u32, flags u16, next u16
+//	available ring    flags u16, idx u16, ring[Size] u16, used_event u16
+//	used ring         flags u16, idx u16, ring[Size] {id u32, len u32}, avail_event u16
+//
+// The driver puts the head of a descriptor chain into avail.ring and then
+// bumps avail.idx; the device takes chains in order (Pop), reads the
+// buffers the driver marked readable and writes the ones it marked writable,
+// then returns each chain through used.ring and bumps used.idx. Both
+// indexes are free-running 16-bit counters: ring slot = idx % Size, which is
+// why Size is a power of two.
+//
+// Everything in these areas is written by the guest and is hostile input.
+// Pop checks every descriptor against guest memory, catches loops by
+// bounding the chain length, and turns every violation into an error after
+// which the queue refuses all work until Reset. The device never writes the
+// descriptor table or the available ring.
 //
 // The ring layout is checked, and the ring areas bound, on the first
 // method call after the fields are set (or after Reset); a bad layout is a
