@@ -98,9 +98,6 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			cfg.Nets[i].Trace = stderr
 		}
 	}
-	for i := range cfg.Nets {
-		cfg.Nets[i].Log = func(format string, a ...any) { fmt.Fprintf(stderr, "tinyvmm: "+format+"\n", a...) }
-	}
 	kernelGiven := cfg.Kernel != ""
 	// Flag values that need no file come first, so usage errors are 2.
 	check := cfg
@@ -157,6 +154,15 @@ func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
 		var raw bool
 		if restore, raw = rawTerminal(os.Stdin); raw {
 			cfg.ConsoleIn, cfg.Escape = os.Stdin, true
+			cfg.Log = crlfWriter{stderr}
+			for i := range cfg.Nets {
+				if cfg.Nets[i].Trace != nil {
+					cfg.Nets[i].Trace = crlfWriter{stderr}
+				}
+			}
+			if cfg.Trace != nil {
+				cfg.Trace = crlfWriter{stderr}
+			}
 		}
 	} else if !hasCmd {
 		cfg.ConsoleIn = os.Stdin // a pipe or file of commands for the shell

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 
 	"golang.org/x/term"
@@ -22,4 +24,15 @@ func rawTerminal(f *os.File) (restore func(), ok bool) {
 		return func() {}, false
 	}
 	return func() { term.Restore(fd, old) }, true
+}
+
+// crlfWriter turns "\n" into "\r\n": tinyvmm's own notices written while
+// the terminal is raw (no output processing) still start at column 0.
+type crlfWriter struct{ w io.Writer }
+
+func (c crlfWriter) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
