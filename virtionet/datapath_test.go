@@ -51,6 +51,28 @@ func TestTxIndirectChains(t *testing.T) {
 	r.waitUsed(r.tx, 1, nil)
 }
 
+// A chain of more buffers than one writev takes (UIO_MAXIOV) still goes
+// out whole, through a copy.
+func TestTxChainLongerThanIovMax(t *testing.T) {
+	r := newRig(t, rigOptions{size: 2048, rxBufSize: 16, txBufSize: 16})
+	r.activate()
+	f := r.txFrame(5, 1100*8)
+	var parts [][]byte
+	for i := 0; i < len(f); i += 8 {
+		parts = append(parts, f[i:min(i+8, len(f))])
+	}
+	if len(parts) <= maxIov {
+		t.Fatalf("only %d parts", len(parts))
+	}
+	if _, err := r.tx.AddChain(parts, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.tx.Kick()
+	if got := r.peerRead(); !bytes.Equal(got, f) {
+		t.Fatalf("got %d bytes, want the %d-byte frame", len(got), len(f))
+	}
+}
+
 func TestTxDropsShortFramesAndWritableBuffers(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.activate()

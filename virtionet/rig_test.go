@@ -28,6 +28,7 @@ type rigOptions struct {
 	features  uint64 // acked; 0 means all offered
 	tuning    Tuning
 	rxBufSize uint32
+	txBufSize uint32
 	size      uint16
 	indirect  int
 }
@@ -73,6 +74,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.rxBufSize == 0 {
 		o.rxBufSize = 2048
 	}
+	if o.txBufSize == 0 {
+		o.txBufSize = 4096
+	}
 	if o.tuning == (Tuning{}) {
 		o.tuning = DefaultTuning()
 	}
@@ -94,7 +98,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if r.rx, err = r.drv.NewQueue(o.size, virtiotest.RingOptions{BufSize: o.rxBufSize, EventIdx: eventIdx}); err != nil {
 		t.Fatal(err)
 	}
-	if r.tx, err = r.drv.NewQueue(o.size, virtiotest.RingOptions{BufSize: 4096, EventIdx: eventIdx, Indirect: o.indirect}); err != nil {
+	if r.tx, err = r.drv.NewQueue(o.size, virtiotest.RingOptions{BufSize: o.txBufSize, EventIdx: eventIdx, Indirect: o.indirect}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
