@@ -20,7 +20,7 @@ const firstMSIGSI = 24
 // whole table, so it keeps every MSI route and re-sets the table (the
 // default irqchip routes plus the MSI routes) on every change.
 type hypervisor struct {
-	vm *kvm.VM
+	vm irqVM
 
 	mu      sync.Mutex
 	routes  map[uint32]kvm.Route // live MSI routes by GSI
@@ -29,7 +29,17 @@ type hypervisor struct {
 	maxGSI  uint32
 }
 
-func newHypervisor(vm *kvm.VM) *hypervisor {
+// irqVM is the part of *kvm.VM the hypervisor uses (a fake in tests).
+type irqVM interface {
+	CheckExtension(capability int) int
+	AddIoeventfd(e kvm.Ioeventfd) error
+	RemoveIoeventfd(e kvm.Ioeventfd) error
+	AssignIRQFD(fd int, gsi uint32) error
+	DeassignIRQFD(fd int, gsi uint32) error
+	SetGSIRouting(routes []kvm.Route) error
+}
+
+func newHypervisor(vm irqVM) *hypervisor {
 	max := uint32(vm.CheckExtension(kvm.CapIRQRouting))
 	if max == 0 {
 		max = 1024
@@ -195,7 +205,7 @@ type lineInterrupt struct {
 	fd int
 }
 
-func newLineInterrupt(vm *kvm.VM, gsi uint32) (*lineInterrupt, error) {
+func newLineInterrupt(vm irqVM, gsi uint32) (*lineInterrupt, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("eventfd for IRQ %d: %w", gsi, err)
@@ -210,7 +220,7 @@ func newLineInterrupt(vm *kvm.VM, gsi uint32) (*lineInterrupt, error) {
 // Trigger implements devices.Interrupt.
 func (l *lineInterrupt) Trigger() error { return signalEventfd(l.fd) }
 
-func (l *lineInterrupt) close(vm *kvm.VM, gsi uint32) {
+func (l *lineInterrupt) close(vm irqVM, gsi uint32) {
 	vm.DeassignIRQFD(l.fd, gsi)
 	unix.Close(l.fd)
 }
