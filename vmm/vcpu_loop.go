@@ -51,8 +51,20 @@ func (m *machine) runVCPU(cpu *kvm.VCPU) error {
 	}
 }
 
+// exitSource is the part of *kvm.VCPU that exit handling reads (a fake
+// in tests).
+type exitSource interface {
+	ID() int
+	IO() kvm.IOExit
+	MMIO() kvm.MMIOExit
+	SystemEvent() kvm.SystemEvent
+	InternalError() kvm.InternalError
+	FailEntry() kvm.FailEntry
+	Regs() (kvm.Regs, error)
+}
+
 // handleExit serves one exit; stop says the vCPU has nothing more to run.
-func (m *machine) handleExit(cpu *kvm.VCPU, reason kvm.ExitReason) (stop bool, err error) {
+func (m *machine) handleExit(cpu exitSource, reason kvm.ExitReason) (stop bool, err error) {
 	switch reason {
 	case kvm.ExitIO:
 		io := cpu.IO()
@@ -109,7 +121,7 @@ func (m *machine) handleExit(cpu *kvm.VCPU, reason kvm.ExitReason) (stop bool, e
 }
 
 // where names a vCPU and its instruction pointer for error messages.
-func (m *machine) where(cpu *kvm.VCPU) string {
+func (m *machine) where(cpu exitSource) string {
 	regs, err := cpu.Regs()
 	if err != nil {
 		return fmt.Sprintf("vCPU %d", cpu.ID())
