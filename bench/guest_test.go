@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,4 +171,26 @@ func checkEcho(t *testing.T, r *runner, sys System) {
 		t.Logf("flood=%v: %.0f pings, rtt min/avg/p99/max %.0f/%.0f/%.0f/%.0f us, guest tx %.0f pps",
 			flood, d["sent"], d["min_us"], d["avg_us"], d["p99_us"], d["max_us"], d["tx_pps"])
 	}
+}
+
+// TestBenchGuestAssignsBARsUnderQEMU zeroes the device's BARs first
+// (bars=reassign), as if no firmware had run: the guest must place them in
+// the 0xC0000000 window itself and still move frames.
+func TestBenchGuestAssignsBARsUnderQEMU(t *testing.T) {
+	r := testRunner(t, qemuConfig(t))
+	r.cmdlineExtra = "bars=reassign"
+	s := r.tx(SysQEMU, 64, 1, nil)
+	if s.Err != "" {
+		t.Fatalf("tx after reassigning BARs: %s", s.Err)
+	}
+	inNamespace(func(ns *Namespace) Sample {
+		run, err := r.guest(ns, SysQEMU, nil, "mode=tx secs=1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(run.Output, func(l string) bool { return strings.HasPrefix(l, "BENCH note assigned") }) {
+			t.Errorf("the guest did not report assigning a BAR: %q", run.Output)
+		}
+		return Sample{}
+	})
 }

@@ -110,6 +110,9 @@ void pci_write32(const struct pci_dev *d, u16 off, u32 v);
  * 0xC0000000 window when firmware left it at 0; 0 on error. */
 u64 pci_bar_address(const struct pci_dev *d, int bar);
 void pci_enable_memory_and_dma(const struct pci_dev *d);
+/* pci_forget_bars zeroes the memory BARs, as if no firmware had run
+ * (bars=reassign, to test the assignment path under QEMU). */
+void pci_forget_bars(const struct pci_dev *d);
 
 /* ---- virtio.c: virtio-pci modern transport and split virtqueues ---- */
 #define VIRTIO_F_VERSION_1 (1ul << 32)

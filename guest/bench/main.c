@@ -3,7 +3,7 @@
  *   mode=tx size=64 count=N secs=S kick=N   a UDP flood
  *   mode=rx secs=S                          count the peer's frames
  *   mode=echo secs=S / mode=echo+tx size=64 answer ARP and ping (and flood)
- * and ip=, peer=, dmac=, evidx=0, tsc_khz= adjust it; cpl3=1 on a PVH boot
+ * and ip=, peer=, dmac=, evidx=0, tsc_khz=, bars=reassign adjust it; cpl3=1 on a PVH boot
  * enters through the user-mode start instead (usermode.c). Results are BENCH
  * lines on the serial port; the status goes to the exit device. */
 #include "bench.h"

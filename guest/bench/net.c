@@ -34,6 +34,9 @@ int net_setup(struct net *n, const char *cmdline)
 	struct pci_dev pci;
 	if (!pci_find(0x1af4, net_device_ids, ARRAY_LEN(net_device_ids), &pci))
 		bench_fail(EXIT_NO_DEVICE, "no virtio-net PCI device on bus 0");
+	char bars[16];
+	if (arg_str(cmdline, "bars", bars, sizeof(bars)) && str_eq(bars, "reassign"))
+		pci_forget_bars(&pci);
 	u64 wanted = VIRTIO_F_VERSION_1 | VIRTIO_NET_F_MAC;
 	if (arg_u64(cmdline, "evidx", 1))
 		wanted |= VIRTIO_RING_F_EVENT_IDX;
@@ -58,6 +61,7 @@ int net_setup(struct net *n, const char *cmdline)
 	serial_puts("BENCH ready");
 	serial_kv_mac("mac", n->mac);
 	serial_kv("pci_dev", pci.dev);
+	serial_kv_hex("common_cfg", (u64)n->dev.common);
 	serial_kv_hex("features", n->dev.features);
 	serial_kv("rxq", n->rx.size);
 	serial_kv("txq", n->tx.size);

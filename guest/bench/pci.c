@@ -15,8 +15,6 @@
 #define BAR_TYPE_64 0x4
 #define WINDOW_START 0xc0000000ul
 #define WINDOW_END 0xfec00000ul
-/* Firmware BARs are not sized (sizing rewrites them); a new BAR goes at
- * least this far above the highest BAR firmware placed in the window. */
 #define FIRMWARE_BAR_SLACK (16ul << 20)
 
 static void select_reg(const struct pci_dev *d, u16 off)
@@ -54,25 +52,41 @@ void pci_write32(const struct pci_dev *d, u16 off, u32 v)
 	outl(CFG_DATA, v);
 }
 
-int pci_find(u16 vendor, const u16 *devices, int ndevices, struct pci_dev *out)
+/* list_functions finds every function on bus 0 (at most max). */
+static int list_functions(struct pci_dev *out, int max)
 {
+	int n = 0;
 	for (u8 dev = 0; dev < 32; dev++) {
-		for (u8 fn = 0; fn < 8; fn++) {
+		for (u8 fn = 0; fn < 8 && n < max; fn++) {
 			struct pci_dev d = {0, dev, fn};
-			u32 id = pci_read32(&d, 0);
-			if ((id & 0xffff) == 0xffff) {
+			if ((pci_read32(&d, 0) & 0xffff) == 0xffff) {
 				if (fn == 0)
 					break;
 				continue;
 			}
-			for (int i = 0; i < ndevices; i++) {
-				if ((id & 0xffff) == vendor && (id >> 16) == devices[i]) {
-					*out = d;
-					return 1;
-				}
-			}
+			out[n++] = d;
 			if (fn == 0 && !(pci_read8(&d, PCI_HEADER_TYPE) & 0x80))
 				break; /* single-function device */
+		}
+	}
+	return n;
+}
+
+#define MAX_FUNCTIONS 64
+static struct pci_dev functions[MAX_FUNCTIONS];
+static int nfunctions = -1;
+
+int pci_find(u16 vendor, const u16 *devices, int ndevices, struct pci_dev *out)
+{
+	if (nfunctions < 0)
+		nfunctions = list_functions(functions, MAX_FUNCTIONS);
+	for (int f = 0; f < nfunctions; f++) {
+		u32 id = pci_read32(&functions[f], 0);
+		for (int i = 0; i < ndevices; i++) {
+			if ((id & 0xffff) == vendor && (id >> 16) == devices[i]) {
+				*out = functions[f];
+				return 1;
+			}
 		}
 	}
 	return 0;
@@ -87,27 +101,38 @@ static u64 read_bar(const struct pci_dev *d, int bar, u32 *low)
 	return addr;
 }
 
-/* next_free_in_window starts above every memory BAR already in the window. */
-static u64 next_free_in_window(void)
+/* window_base finds the lowest size-aligned place in the window that
+ * keeps clear of every memory BAR already there. Their sizes are not
+ * probed (sizing rewrites a live BAR), so each counts as FIRMWARE_BAR_SLACK. */
+static u64 window_base(u64 size)
 {
-	u64 next = WINDOW_START;
-	for (u8 dev = 0; dev < 32; dev++) {
-		struct pci_dev d = {0, dev, 0};
-		if ((pci_read32(&d, 0) & 0xffff) == 0xffff)
-			continue;
+	u64 taken[MAX_FUNCTIONS * 6];
+	int ntaken = 0;
+	for (int f = 0; f < nfunctions; f++) {
 		for (int bar = 0; bar < 6; bar++) {
 			u32 low;
-			u64 a = read_bar(&d, bar, &low);
-			if (!(low & BAR_IO) && a >= WINDOW_START && a < WINDOW_END && a + FIRMWARE_BAR_SLACK > next)
-				next = (a + FIRMWARE_BAR_SLACK) & ~(FIRMWARE_BAR_SLACK - 1);
+			u64 a = read_bar(&functions[f], bar, &low);
+			if (!(low & BAR_IO) && a >= WINDOW_START && a < WINDOW_END)
+				taken[ntaken++] = a;
 			if (!(low & BAR_IO) && (low & BAR_TYPE_64))
 				bar++;
 		}
 	}
-	return next;
+	u64 base = (WINDOW_START + size - 1) & ~(size - 1);
+	/* Each pass moves past one taken range, so ntaken + 1 passes suffice. */
+	for (int pass = 0; pass <= ntaken; pass++) {
+		int moved = 0;
+		for (int i = 0; i < ntaken; i++) {
+			if (base < taken[i] + FIRMWARE_BAR_SLACK && taken[i] < base + size) {
+				base = (taken[i] + FIRMWARE_BAR_SLACK + size - 1) & ~(size - 1);
+				moved = 1;
+			}
+		}
+		if (!moved)
+			break;
+	}
+	return base + size <= WINDOW_END ? base : 0;
 }
-
-static u64 window_next;
 
 static u64 assign_bar(const struct pci_dev *d, int bar, u32 low)
 {
@@ -121,12 +146,9 @@ static u64 assign_bar(const struct pci_dev *d, int bar, u32 low)
 	if (!mask)
 		return 0;
 	u64 size = (u64)(~mask) + 1;
-	if (!window_next)
-		window_next = next_free_in_window();
-	u64 base = (window_next + size - 1) & ~(size - 1);
-	if (base + size > WINDOW_END)
+	u64 base = window_base(size);
+	if (!base)
 		return 0;
-	window_next = base + size;
 	pci_write32(d, reg, (u32)base | (low & 0xf));
 	if (low & BAR_TYPE_64)
 		pci_write32(d, (u16)(reg + 4), 0);
@@ -151,6 +173,17 @@ u64 pci_bar_address(const struct pci_dev *d, int bar)
 		}
 	}
 	return addr;
+}
+
+void pci_forget_bars(const struct pci_dev *d)
+{
+	u16 cmd = pci_read16(d, PCI_COMMAND);
+	pci_write16(d, PCI_COMMAND, (u16)(cmd & ~(PCI_CMD_MEMORY | PCI_CMD_MASTER)));
+	for (int bar = 0; bar < 6; bar++) {
+		u32 low = pci_read32(d, (u16)(PCI_BAR0 + 4 * bar));
+		if (!(low & BAR_IO))
+			pci_write32(d, (u16)(PCI_BAR0 + 4 * bar), low & 0xf);
+	}
 }
 
 void pci_enable_memory_and_dma(const struct pci_dev *d)
