@@ -1,17 +1,22 @@
 package bench
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
 
 // MainE2E parses the flags of `tinyvmm bench e2e` and runs it; main.go
-// calls it with the arguments after "bench e2e".
-func MainE2E(args []string) error {
+// calls it with the arguments after "bench e2e". The table goes to stdout,
+// usage to stderr; --help is not an error.
+func MainE2E(args []string, stdout, stderr io.Writer) error {
 	o := DefaultOptions()
+	o.Out = stdout
 	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for e2e.json and the plots")
 	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per cell, interleaved between systems; each cell is their median")
 	fs.IntVar(&o.Secs, "secs", o.Secs, "seconds per measurement")
@@ -21,8 +26,10 @@ func MainE2E(args []string) error {
 	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
 	kicks := fs.String("kicks", joinInts(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
 	weights := fs.String("weights", joinInts(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("bench e2e: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench e2e: unexpected argument %q (see --help)", fs.Arg(0))

@@ -10,7 +10,7 @@ import (
 )
 
 func main() {
-	if err := bench.MainE2E(os.Args[1:]); err != nil {
+	if err := bench.MainE2E(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
