@@ -83,10 +83,18 @@ func segment(s boot.Segment) kvm.Segment {
 	return k
 }
 
+// stateSetter is the part of *kvm.VCPU setBootState uses (a fake in tests).
+type stateSetter interface {
+	Sregs() (kvm.Sregs, error)
+	SetSregs(kvm.Sregs) error
+	SetFPU(kvm.FPU) error
+	SetRegs(kvm.Regs) error
+}
+
 // setBootState puts the BSP in the state the boot package computed: 32-bit
 // protected mode for a PVH entry, long mode for a bzImage or 64-bit ELF,
 // CPL3 long mode for the user-mode start.
-func setBootState(cpu *kvm.VCPU, st boot.CPUState) error {
+func setBootState(cpu stateSetter, st boot.CPUState) error {
 	sregs, err := cpu.Sregs()
 	if err != nil {
 		return err
