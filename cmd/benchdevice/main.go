@@ -19,7 +19,7 @@ import (
 func main() {
 	var o bench.Options
 	flag.IntVar(&o.Runs, "runs", 3, "runs per cell; the median is shown")
-	flag.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch) or 000 (notify threshold)")
+	flag.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch), 000 (notify threshold) or backend")
 	flag.StringVar(&o.JSON, "json", "bench-device.json", "write the results as JSON here (empty: don't)")
 	flag.StringVar(&o.Plot, "plot", "bench-device.png", "draw the results into this PNG (empty: don't)")
 	weights := flag.String("weights", "0,64,128,256,512,1024,2048,4096", "seed 002 tx packet weights (0: unlimited)")
@@ -35,8 +35,8 @@ func main() {
 	if o.Thresholds, err = parseInts(*thresholds); err != nil {
 		fail(fmt.Errorf("-thresholds: %v", err))
 	}
-	if o.Only != "" && o.Only != "002" && o.Only != "004" && o.Only != "000" {
-		fail(fmt.Errorf("-only %q: use 002, 004 or 000", o.Only))
+	if o.Only != "" && o.Only != "002" && o.Only != "004" && o.Only != "000" && o.Only != "backend" {
+		fail(fmt.Errorf("-only %q: use 002, 004, 000 or backend", o.Only))
 	}
 	r, err := bench.Run(o)
 	if err != nil {

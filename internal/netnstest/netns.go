@@ -129,6 +129,26 @@ func (n *NS) AddTap(name, addr string) (mac net.HardwareAddr, err error) {
 	return mac, err
 }
 
+// AddVeth creates a veth pair a<->b in the namespace, both up.
+func (n *NS) AddVeth(a, b string) error {
+	return n.Do(func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a}, PeerName: b}
+		if err := netlink.LinkAdd(v); err != nil {
+			return fmt.Errorf("veth %s-%s: %v", a, b, err)
+		}
+		for _, name := range []string{a, b} {
+			link, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(link); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // AddNeighbor adds a permanent ARP entry on dev, so the kernel sends to ip
 // without asking.
 func (n *NS) AddNeighbor(dev string, ip net.IP, mac net.HardwareAddr) error {

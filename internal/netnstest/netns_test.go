@@ -27,6 +27,9 @@ func TestNamespaceWithTapIsIsolated(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := n.AddVeth("va", "vb"); err != nil {
+		t.Fatal(err)
+	}
 	if strings.Join(inside, ",") != "lo,tap0" {
 		t.Errorf("links inside %v, want lo and tap0", inside)
 	}

@@ -23,8 +23,9 @@ type Options struct {
 	BatchRun     time.Duration // seed 004 time per run (1 s)
 	Thresholds   []int         // seed 000 notify thresholds (1..64)
 	ThresholdRun time.Duration // seed 000 time per run (0.2 s)
+	BackendRun   time.Duration // backend mechanism time per run (0.5 s)
 
-	Only string // "002", "004" or "000" to run one table; "" runs all
+	Only string // "002", "004", "000" or "backend" to run one table; "" runs all
 
 	JSON string // results file ("" for none)
 	Plot string // PNG file ("" for none)
@@ -38,6 +39,7 @@ type Results struct {
 	Seed002 []LatencyRow   `json:"seed002_weight_latency,omitempty"`
 	Seed004 []BatchRow     `json:"seed004_rx_batch,omitempty"`
 	Seed000 []ThresholdRow `json:"seed000_notify_threshold,omitempty"`
+	Backend []BackendRow   `json:"backend_mechanisms,omitempty"`
 	Failed  []string       `json:"failed_runs,omitempty"`
 	Seconds float64        `json:"seconds"`
 }
@@ -65,6 +67,9 @@ func (o *Options) defaults() {
 	}
 	if o.ThresholdRun <= 0 {
 		o.ThresholdRun = 200 * time.Millisecond
+	}
+	if o.BackendRun <= 0 {
+		o.BackendRun = 500 * time.Millisecond
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
@@ -149,6 +154,26 @@ func Run(o Options) (*Results, error) {
 				NsPerFrame: median(runs[i], func(t ThresholdRow) float64 { return t.NsPerFrame })})
 		}
 		printSeed000(o, r.Seed000)
+	}
+	if o.Only == "" || o.Only == "backend" {
+		runs := make([][]BackendRow, len(mechanisms))
+		for run := 0; run < o.Runs; run++ {
+			for i, m := range mechanisms {
+				row, err := backendRun(m, o.BackendRun)
+				if err != nil {
+					fail(fmt.Sprintf("backend %s run %d", m, run+1), err)
+					continue
+				}
+				runs[i] = append(runs[i], row)
+			}
+		}
+		for i, m := range mechanisms {
+			r.Backend = append(r.Backend, BackendRow{Mechanism: m,
+				PPS:              median(runs[i], func(b BackendRow) float64 { return b.PPS }),
+				FramesPerSyscall: median(runs[i], func(b BackendRow) float64 { return b.FramesPerSyscall }),
+				NsPerFrame:       median(runs[i], func(b BackendRow) float64 { return b.NsPerFrame })})
+		}
+		printBackends(o, r.Backend)
 	}
 	r.Seconds = time.Since(start).Seconds()
 	fmt.Fprintf(o.Out, "\n%d failed runs; %.0f s in all\n", len(r.Failed), r.Seconds)

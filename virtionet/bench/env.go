@@ -92,20 +92,15 @@ func (e *Env) UDPSocket(port int, timeout time.Duration) (int, error) {
 	return fd, nil
 }
 
-// PacketSocket opens an AF_PACKET socket on the tap inside the namespace:
-// what it sends goes straight to the device, past the host's IP stack.
+// PacketSocket opens a send-only AF_PACKET socket on the tap inside the
+// namespace: what it sends goes straight to the device, past the host's IP
+// stack.
 func (e *Env) PacketSocket() (int, error) {
 	var fd int
 	err := e.NS.Do(func() error {
-		ifi, err := net.InterfaceByName("tap0")
-		if err != nil {
-			return err
-		}
-		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
-			return err
-		}
-		unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
+		var err error
+		fd, err = packetSocket("tap0", false)
+		return err
 	})
 	if err != nil {
 		return -1, fmt.Errorf("packet socket in namespace: %v", err)

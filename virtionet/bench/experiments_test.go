@@ -53,3 +53,17 @@ func TestExperimentsMeasure(t *testing.T) {
 		t.Errorf("tx rate %+v, %v", pps, err)
 	}
 }
+
+func TestBackendMechanismsMeasure(t *testing.T) {
+	skipUnlessNetns(t)
+	for _, m := range mechanisms {
+		row, err := backendRun(m, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%+v", row)
+		if row.PPS <= 0 || row.FramesPerSyscall <= 0 || row.NsPerFrame <= 0 {
+			t.Errorf("row %+v", row)
+		}
+	}
+}

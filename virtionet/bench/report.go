@@ -82,3 +82,13 @@ func printSeed000(o Options, rows []ThresholdRow) {
 	fmt.Fprintf(o.Out, "highest rate: threshold %d at %.0f frames/s; lowest cost: threshold %d at %.0f ns/frame\n\n",
 		best.Threshold, best.PPS, cheapest.Threshold, cheapest.NsPerFrame)
 }
+
+func printBackends(o Options, rows []BackendRow) {
+	fmt.Fprintf(o.Out, "Backend mechanisms: frames per system call when frames wait (64-byte frames from an\n")
+	fmt.Fprintf(o.Out, "AF_PACKET sender; the reader drains, then sleeps 0.5 ms; %v per run)\n\n", o.BackendRun)
+	fmt.Fprintf(o.Out, "%-24s %12s %16s %18s\n", "mechanism", "frames/s", "frames/syscall", "reader ns/frame")
+	for _, r := range rows {
+		fmt.Fprintf(o.Out, "%-24s %12.0f %16.1f %18.0f\n", r.Mechanism, r.PPS, r.FramesPerSyscall, r.NsPerFrame)
+	}
+	fmt.Fprintln(o.Out)
+}
