@@ -88,8 +88,13 @@ func (r *Report) sweepLines(p *plot.Plot, prefix, detail string, systems []Syste
 	}
 	if len(xs) > 1 { // a log axis needs a range
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{}
+		var ticks []plot.Tick
+		for x := range xs {
+			ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)})
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	}
+	p.Legend.Top, p.Legend.Left = true, true
 	return drawn, nil
 }
 
