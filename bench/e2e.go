@@ -6,9 +6,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"tinyvmm/kvm"
@@ -143,6 +146,18 @@ func RunE2E(o Options) (*Report, error) {
 	rep := newReport(o, host, detectSystems(o, host))
 	exps := o.experiments(r)
 	rep.plan(exps)
+	// Ctrl-C or SIGTERM: no new run starts; the current one ends within
+	// its bounds and cleans up its namespace, and the table shows what ran.
+	var interrupted atomic.Bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; ok {
+			interrupted.Store(true)
+			fmt.Fprintln(o.Out, "bench e2e: interrupted; finishing the current run")
+		}
+	}()
 	start := time.Now()
 	fmt.Fprintf(o.Out, "bench e2e: %d experiments x %d runs, %d s each; %s\n", len(exps), o.Runs, o.Secs, host)
 	for round := 0; round < o.Runs; round++ {
@@ -154,9 +169,12 @@ func RunE2E(o Options) (*Report, error) {
 					continue
 				}
 				var smp Sample
-				if time.Since(start) > o.Budget {
+				switch {
+				case interrupted.Load():
+					smp = Sample{Err: "not run: interrupted"}
+				case time.Since(start) > o.Budget:
 					smp = Sample{Err: fmt.Sprintf("not run: over the %v budget", o.Budget)}
-				} else {
+				default:
 					smp = e.run(s)
 				}
 				rep.add(e, s, smp)
@@ -173,6 +191,9 @@ func RunE2E(o Options) (*Report, error) {
 	rep.printTable(o.Out)
 	if err := rep.write(o.OutDir); err != nil {
 		return rep, err
+	}
+	if interrupted.Load() {
+		return rep, errors.New("bench e2e: interrupted; the table shows the runs that finished")
 	}
 	fmt.Fprintf(o.Out, "\nwrote %s and %s\n", filepath.Join(o.OutDir, "e2e.json"), filepath.Join(o.OutDir, "e2e-*.png"))
 	return rep, nil
