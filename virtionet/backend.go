@@ -23,6 +23,35 @@ type Backend interface {
 	Close() error
 }
 
+// MultiReader is a Backend whose Fd takes recvmmsg(2) (a socket): rx then
+// reads a whole batch of frames, each into its own pre-parsed guest chain,
+// with one system call.
+type MultiReader interface {
+	MultiRead() bool
+}
+
+// mmsghdr is struct mmsghdr of recvmmsg(2), which x/sys/unix lacks.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+// recvmmsg reads up to len(msgs) frames; it returns EAGAIN when none waits.
+func recvmmsg(fd int, msgs []mmsghdr) (int, error) {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
+			unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	}
+}
+
 // readv reads one frame into iov; it returns EAGAIN when none is waiting.
 func readv(fd int, iov []unix.Iovec) (int, error) {
 	for {

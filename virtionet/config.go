@@ -24,6 +24,9 @@ const (
 type Config struct {
 	// Tap is the tap interface to open or create.
 	Tap string
+	// AFPacket, instead of Tap, names a host interface that the guest
+	// joins through an AF_PACKET socket (--net af_packet=IFNAME).
+	AFPacket string
 	// MAC is the guest's MAC; nil means a stable one derived from Tap.
 	MAC net.HardwareAddr
 	// MTU offered to the guest (VIRTIO_NET_F_MTU); 0 means 1500.

@@ -38,9 +38,26 @@ type Device struct {
 
 var _ devices.VirtioDevice = (*Device)(nil)
 
-// New opens (or creates) the tap cfg.Tap and returns the device on it.
-// cfg.Log is told which of the two happened.
+// New opens (or creates) the tap cfg.Tap, or the AF_PACKET socket on
+// cfg.AFPacket, and returns the device on it. cfg.Log is told which.
 func New(cfg Config) (*Device, error) {
+	if cfg.AFPacket != "" {
+		if cfg.Tap == "" {
+			cfg.Tap = cfg.AFPacket
+		}
+		p, err := OpenAFPacket(cfg.AFPacket)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Log != nil {
+			cfg.Log("opened af_packet on %s", cfg.AFPacket)
+		}
+		d, err := NewWithBackend(cfg, p)
+		if err != nil {
+			p.Close()
+		}
+		return d, err
+	}
 	cfg, err := cfg.normalized()
 	if err != nil {
 		return nil, err
@@ -53,7 +70,11 @@ func New(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	cfg.Log("%s", tap.Opened())
-	return NewWithBackend(cfg, tap)
+	d, err := NewWithBackend(cfg, tap)
+	if err != nil {
+		tap.Close()
+	}
+	return d, err
 }
 
 // NewWithBackend returns a device on an already open backend, which it

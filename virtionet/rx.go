@@ -79,6 +79,11 @@ func (w *worker) handleRx() (requeue bool) {
 // rxBatch reads up to RxBatch frames, then publishes the used entries once
 // and signals the guest at most once.
 func (w *worker) rxBatch(pkts, bytes *int) rxResult {
+	if w.multi {
+		if res, handled := w.rxBatchMulti(pkts, bytes); handled {
+			return res
+		}
+	}
 	q, c, p := w.q[rxQueue], &w.d.counters[rxQueue], &w.rx
 	p.reset()
 	frames, reads := 0, 0

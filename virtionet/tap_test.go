@@ -143,3 +143,60 @@ func TestTapCreatedWhenMissingAndBusyWhenTaken(t *testing.T) {
 		return nil
 	})
 }
+
+// The same exchange through the af_packet backend on one end of a veth
+// pair whose other end has the host address.
+func TestAFPacketExchangesFramesWithHostSocket(t *testing.T) {
+	ns := netnstest.Setup(t)
+	if err := ns.AddVeth("vh0", "vg0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.AddAddr("vh0", "10.0.2.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	var hostMAC net.HardwareAddr
+	var dev *virtionet.Device
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName("vh0")
+		if err != nil {
+			return err
+		}
+		hostMAC = ifi.HardwareAddr
+		dev, err = virtionet.New(virtionet.Config{AFPacket: "vg0", Tuning: virtionet.DefaultTuning()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if dev.Features()&(virtionet.FeatCsum|virtionet.FeatGuestCsum) != 0 {
+		t.Errorf("af_packet offers checksum offloads: %#x", dev.Features())
+	}
+	sock := udpSocketIn(t, ns, 9000)
+	g, err := guestdrv.New(dev, guestdrv.Options{IP: guestIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	out := ethframe.AppendUDP(nil, hostMAC, g.MAC, guestIP, hostIP, 4000, 9000, []byte("via af_packet"))
+	if err := g.Send(out, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2000)
+	n, from, err := unix.Recvfrom(sock, buf, 0)
+	if err != nil || string(buf[:n]) != "via af_packet" {
+		t.Fatalf("host got %q, %v\n%s", buf[:n], err, dev.Stats())
+	}
+	if err := unix.Sendto(sock, []byte("back"), 0, from); err != nil {
+		t.Fatal(err)
+	}
+	got, err := g.Recv(3*time.Second, func(f []byte) bool {
+		p, ok := ethframe.Parse(f)
+		return ok && p.Proto == ethframe.ProtoUDP && p.DstPort == 4000
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, dev.Stats())
+	}
+	if p, _ := ethframe.Parse(got); string(p.Payload) != "back" {
+		t.Errorf("guest got %+v", p)
+	}
+}

@@ -2,9 +2,10 @@ package virtionet
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
-	"strings"
+	"tinyvmm/devices/virtiotest"
 )
 
 // drainPeer reads frames the device sends until n arrived.
@@ -185,5 +186,44 @@ func TestTxNotifyThresholdPublishesEveryN(t *testing.T) {
 func TestTracerIsOffWithoutWriter(t *testing.T) {
 	if newTracer(nil) != nil {
 		t.Error("a nil writer must give a nil (off) tracer")
+	}
+}
+
+// The rx tests again, with a backend read one frame per readv (the tap's
+// way) instead of a batch per recvmmsg.
+func TestRxFrameByFrame(t *testing.T) {
+	singleReadMode = true
+	defer func() { singleReadMode = false }()
+	for name, test := range map[string]func(*testing.T){
+		"FrameIntoGuestBuffer":        TestRxFrameIntoGuestBuffer,
+		"MergeableBuffers":            TestRxMergeableBuffers,
+		"WithoutMergeable":            TestRxWithoutMergeableUsesOneChainPerFrame,
+		"DropsFrameLargerThanBuffers": TestRxDropsFrameLargerThanBuffers,
+		"WaitsForBuffers":             TestRxWaitsForBuffers,
+		"PacketBudgetRequeues":        TestRxPacketBudgetRequeues,
+		"BatchPublishesOnce":          TestRxBatchPublishesOnceAndSignalsOnce,
+		"BatchOneIsPerFrame":          TestRxBatchOneIsPerFrame,
+		"TxBudgetRequeuesBehindRx":    TestTxBudgetRequeuesBehindRx,
+	} {
+		t.Run(name, test)
+	}
+}
+
+// With recvmmsg a frame larger than its chain is cut (MSG_TRUNC): it is
+// dropped and the chain goes back empty; the next frame is fine.
+func TestRxBatchTruncatedFrameIsDropped(t *testing.T) {
+	feat := uint64(FeatVersion1 | FeatMAC)
+	r := newRig(t, rigOptions{features: feat, rxBufSize: 1600})
+	r.rx.AddRxBuffers(4, 1600)
+	r.peerWrite(r.txFrame(0, 3000))
+	r.peerWrite(r.txFrame(1, 100))
+	r.activate()
+	var lens []uint32
+	r.waitUsed(r.rx, 2, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
+	if lens[0] != 0 || lens[1] != 112 {
+		t.Errorf("used lengths %v, want [0 112]", lens)
+	}
+	if d := r.stats(rxQueue).Drops[DropRxTooBig.String()]; d != 1 {
+		t.Errorf("too-big drops %d, want 1", d)
 	}
 }

@@ -44,6 +44,9 @@ type worker struct {
 	iov     []unix.Iovec
 	scratch []byte // for frames that do not fit straight into guest buffers
 	rx      rxPool
+	multi   bool         // the backend reads a batch per recvmmsg
+	mm      []mmsghdr    // recvmmsg: one header per pooled chain
+	mmIov   []unix.Iovec // recvmmsg: the chains' buffers
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {
@@ -60,6 +63,9 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 	}
 	if w.fail == nil {
 		w.fail = func(error) {}
+	}
+	if mr, ok := d.backend.(MultiReader); ok && mr.MultiRead() {
+		w.multi = true
 	}
 	for i := range w.q {
 		q := a.Queues[i]

@@ -149,6 +149,21 @@ func (n *NS) AddVeth(a, b string) error {
 	})
 }
 
+// AddAddr gives dev the address addr (CIDR).
+func (n *NS) AddAddr(dev, addr string) error {
+	return n.Do(func() error {
+		link, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		a, err := netlink.ParseAddr(addr)
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(link, a)
+	})
+}
+
 // AddNeighbor adds a permanent ARP entry on dev, so the kernel sends to ip
 // without asking.
 func (n *NS) AddNeighbor(dev string, ip net.IP, mac net.HardwareAddr) error {
