@@ -56,6 +56,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 		if err != nil {
 			return failed(err)
 		}
+		drops0 := backlogDrops()
 		var guestPPS, frames float64
 		if sys == SysCeiling {
 			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second)
@@ -78,7 +79,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 		s := Sample{Value: got.PPS(), Detail: map[string]float64{
 			"sender_pps": guestPPS, "sent": frames, "received": float64(got.Good),
 			"corrupt": float64(got.Bad), "lost": float64(got.Lost), "reordered": float64(got.Reordered),
-			"sink_drops": float64(got.SocketDrops)}}
+			"sink_drops": float64(got.SocketDrops), "kernel_drops": float64(backlogDrops() - drops0)}}
 		switch {
 		case got.Err != nil:
 			s.Err = got.Err.Error()
