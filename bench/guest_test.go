@@ -26,7 +26,7 @@ func repoRoot(t *testing.T) string {
 			return dir
 		}
 		if dir == filepath.Dir(dir) {
-			t.Fatal("no go.mod above the test directory")
+			t.Skip("no repository around the test (no go.mod above it): cannot find out/guest/bench.elf")
 		}
 	}
 }
