@@ -107,28 +107,31 @@ func Run(o Options) (*Results, error) {
 	}
 	if o.Only == "" || o.Only == "004" {
 		type key struct {
-			batch int
-			mrg   bool
+			backend string
+			batch   int
+			mrg     bool
 		}
 		var keys []key
-		for _, mrg := range []bool{false, true} {
-			for _, b := range []int{1, 64} {
-				keys = append(keys, key{b, mrg})
+		for _, be := range []string{"tap", "af_packet"} {
+			for _, mrg := range []bool{false, true} {
+				for _, b := range []int{1, 64} {
+					keys = append(keys, key{be, b, mrg})
+				}
 			}
 		}
 		runs := make([][]BatchRow, len(keys))
 		for run := 0; run < o.Runs; run++ {
 			for i, k := range keys {
-				row, err := seed004(k.batch, k.mrg, o.BatchRun)
+				row, err := seed004(k.backend, k.batch, k.mrg, o.BatchRun)
 				if err != nil {
-					fail(fmt.Sprintf("seed 004 batch %d mrg %v run %d", k.batch, k.mrg, run+1), err)
+					fail(fmt.Sprintf("seed 004 %s batch %d mrg %v run %d", k.backend, k.batch, k.mrg, run+1), err)
 					continue
 				}
 				runs[i] = append(runs[i], row)
 			}
 		}
 		for i, k := range keys {
-			row := BatchRow{Batch: k.batch, Mergeable: k.mrg}
+			row := BatchRow{Backend: k.backend, Batch: k.batch, Mergeable: k.mrg}
 			row.PPS = median(runs[i], func(b BatchRow) float64 { return b.PPS })
 			row.FramesPerBatch = median(runs[i], func(b BatchRow) float64 { return b.FramesPerBatch })
 			row.NsPerFrame = median(runs[i], func(b BatchRow) float64 { return b.NsPerFrame })

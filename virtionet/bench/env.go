@@ -21,37 +21,68 @@ var (
 	otherMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x99}
 )
 
-// Env is one device on a tap in a namespace of its own, with the Go
-// driver as its guest.
+// Env is one device in a namespace of its own, with the Go driver as its
+// guest. Its backend is a tap "tap0", or with AFPacket an AF_PACKET socket
+// on "vg0", one end of a veth pair whose other end "vh0" is the host's.
 type Env struct {
-	NS      *netnstest.NS
-	Dev     *virtionet.Device
-	Guest   *guestdrv.Guest
-	HostMAC net.HardwareAddr
+	NS       *netnstest.NS
+	Dev      *virtionet.Device
+	Guest    *guestdrv.Guest
+	HostMAC  net.HardwareAddr
+	HostIf   string // the host side: "tap0" or "vh0"
+	AFPacket bool
 }
 
 // NewEnv creates the namespace and tap, the device with tuning, and the
 // guest acking features (0: all offered).
 func NewEnv(tuning virtionet.Tuning, features uint64) (*Env, error) {
+	return newEnv(false, tuning, features)
+}
+
+// NewAFPacketEnv is NewEnv with the af_packet backend on a veth pair.
+func NewAFPacketEnv(tuning virtionet.Tuning, features uint64) (*Env, error) {
+	return newEnv(true, tuning, features)
+}
+
+func newEnv(afPacket bool, tuning virtionet.Tuning, features uint64) (*Env, error) {
 	ns, err := netnstest.New("tvdev")
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{NS: ns}
-	if e.HostMAC, err = ns.AddTap("tap0", "10.0.2.1/24"); err != nil {
+	e := &Env{NS: ns, HostIf: "tap0", AFPacket: afPacket}
+	cfg := virtionet.Config{Tap: "tap0", Tuning: tuning}
+	if afPacket {
+		e.HostIf, cfg.AFPacket = "vh0", "vg0"
+		err = ns.AddVeth("vh0", "vg0")
+		if err == nil {
+			err = ns.AddAddr("vh0", "10.0.2.1/24")
+		}
+		if err == nil {
+			err = ns.Do(func() error {
+				ifi, err := net.InterfaceByName("vh0")
+				if err == nil {
+					e.HostMAC = ifi.HardwareAddr
+				}
+				return err
+			})
+		}
+	} else {
+		e.HostMAC, err = ns.AddTap("tap0", "10.0.2.1/24")
+	}
+	if err != nil {
 		e.Close()
 		return nil, err
 	}
 	err = ns.Do(func() error {
 		var err error
-		e.Dev, err = virtionet.New(virtionet.Config{Tap: "tap0", Tuning: tuning})
+		e.Dev, err = virtionet.New(cfg)
 		return err
 	})
 	if err != nil {
 		e.Close()
 		return nil, err
 	}
-	if err := ns.AddNeighbor("tap0", GuestIP, e.Dev.MAC()); err != nil {
+	if err := ns.AddNeighbor(e.HostIf, GuestIP, e.Dev.MAC()); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("static neighbor: %v", err)
 	}
@@ -92,14 +123,14 @@ func (e *Env) UDPSocket(port int, timeout time.Duration) (int, error) {
 	return fd, nil
 }
 
-// PacketSocket opens a send-only AF_PACKET socket on the tap inside the
-// namespace: what it sends goes straight to the device, past the host's IP
-// stack.
+// PacketSocket opens a send-only AF_PACKET socket on the host side of the
+// link inside the namespace: what it sends goes straight to the device,
+// past the host's IP stack.
 func (e *Env) PacketSocket() (int, error) {
 	var fd int
 	err := e.NS.Do(func() error {
 		var err error
-		fd, err = packetSocket("tap0", false)
+		fd, err = packetSocket(e.HostIf, false)
 		return err
 	})
 	if err != nil {

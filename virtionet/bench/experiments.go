@@ -29,6 +29,7 @@ type LatencyRow struct {
 
 // BatchRow is one row of the seed 004 table: rx frames/s at an rx batch.
 type BatchRow struct {
+	Backend        string  `json:"backend"` // "tap" or "af_packet"
 	Batch          int     `json:"rx_batch"`
 	Mergeable      bool    `json:"mrg_rxbuf"`
 	PPS            float64 `json:"rx_pps"`
@@ -131,15 +132,15 @@ const rxFeatures = virtionet.FeatVersion1 | virtionet.FeatMAC | virtionet.FeatSt
 
 // seed004 measures rx frames/s at one batch size: a host-side AF_PACKET
 // sender floods 64-byte UDP frames at the guest through the tap.
-func seed004(batch int, mergeable bool, d time.Duration) (BatchRow, error) {
-	row := BatchRow{Batch: batch, Mergeable: mergeable}
+func seed004(backend string, batch int, mergeable bool, d time.Duration) (BatchRow, error) {
+	row := BatchRow{Backend: backend, Batch: batch, Mergeable: mergeable}
 	tun := virtionet.DefaultTuning()
 	tun.RxBatch = batch
 	feat := uint64(rxFeatures)
 	if mergeable {
 		feat |= virtionet.FeatMrgRxBuf
 	}
-	m, err := rxRate(tun, feat, 64, d)
+	m, err := rxRate(backend == "af_packet", tun, feat, 64, d)
 	if err != nil {
 		return row, err
 	}
@@ -176,8 +177,8 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 
 // rxRate floods the guest from the host side for d and measures what the
 // guest received.
-func rxRate(tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
-	env, err := NewEnv(tun, feat)
+func rxRate(afPacket bool, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
+	env, err := newEnv(afPacket, tun, feat)
 	if err != nil {
 		return rate{}, err
 	}

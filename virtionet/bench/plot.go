@@ -95,9 +95,18 @@ func plotSeed004(r *Results) (*plot.Plot, error) {
 	p.Title.Text = "Seed 004: rx batch 1 vs 64"
 	p.Y.Label.Text = "rx frames/s"
 	var one, many plotter.Values
-	for _, mrg := range []bool{false, true} {
+	var names []string
+	for _, key := range []struct {
+		be  string
+		mrg bool
+	}{{"tap", false}, {"tap", true}, {"af_packet", false}, {"af_packet", true}} {
+		name := key.be + " small"
+		if key.mrg {
+			name = key.be + " mrg"
+		}
+		names = append(names, name)
 		for _, row := range r.Seed004 {
-			if row.Mergeable != mrg {
+			if row.Mergeable != key.mrg || row.Backend != key.be {
 				continue
 			}
 			if row.Batch == 1 {
@@ -107,7 +116,7 @@ func plotSeed004(r *Results) (*plot.Plot, error) {
 			}
 		}
 	}
-	w := vg.Points(30)
+	w := vg.Points(18)
 	b1, err := plotter.NewBarChart(one, w)
 	if err != nil {
 		return nil, err
@@ -122,7 +131,7 @@ func plotSeed004(r *Results) (*plot.Plot, error) {
 	p.Legend.Add("batch 1", b1)
 	p.Legend.Add("batch 64", b64)
 	p.Legend.Top = true
-	p.NominalX("small buffers", "mergeable")
+	p.NominalX(names...)
 	return p, nil
 }
 
