@@ -58,7 +58,8 @@ func formatSize(n uint64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N].
+// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N] (or
+// af_packet=IFNAME instead of tap=NAME: join a host interface).
 type netsValue struct{ nets *[]vmm.NetConfig }
 
 func (v netsValue) String() string { return "" }
@@ -73,6 +74,8 @@ func (v netsValue) Set(s string) error {
 		switch key {
 		case "tap":
 			n.Tap = val
+		case "af_packet":
+			n.AFPacket = val
 		case "mac":
 			mac, err := virtionet.ParseMAC(val)
 			if err != nil {
@@ -89,8 +92,8 @@ func (v netsValue) Set(s string) error {
 			return fmt.Errorf("--net: unknown key %q; expected tap=NAME[,mac=MAC][,mtu=N]", key)
 		}
 	}
-	if n.Tap == "" {
-		return fmt.Errorf("--net %q: tap=NAME is required", s)
+	if (n.Tap == "") == (n.AFPacket == "") {
+		return fmt.Errorf("--net %q: give one of tap=NAME or af_packet=IFNAME", s)
 	}
 	*v.nets = append(*v.nets, n)
 	return nil

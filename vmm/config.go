@@ -101,13 +101,17 @@ func (c *Config) check() error {
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nets {
-		if n.Tap == "" {
-			return fmt.Errorf("--net needs tap=NAME")
+		name := n.Tap
+		if n.AFPacket != "" {
+			name = n.AFPacket
 		}
-		if seen[n.Tap] {
-			return fmt.Errorf("tap %s is given twice", n.Tap)
+		if name == "" {
+			return fmt.Errorf("--net needs tap=NAME or af_packet=IFNAME")
 		}
-		seen[n.Tap] = true
+		if seen[name] {
+			return fmt.Errorf("--net %s is given twice", name)
+		}
+		seen[name] = true
 	}
 	return nil
 }

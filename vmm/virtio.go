@@ -53,7 +53,7 @@ func (m *machine) attachPCI() error {
 			BARAddr: bar, Notify: mode, Logf: func(format string, args ...any) { m.logf(format, args...) },
 		})
 		if err != nil {
-			return fmt.Errorf("net %s: %v", m.cfg.Nets[i].Tap, err)
+			return fmt.Errorf("net %s: %v", n.dev.Stats().Tap, err)
 		}
 		m.onTeardown(t.Close)
 		if _, err := pci.Add(t.PCI()); err != nil {
