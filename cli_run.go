@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -79,7 +81,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			printFlags(stdout, fs)
 			return 0
 		}
-		return fail(stderr, exitUsage, fmt.Errorf("%v; see tinyvmm run --help", err))
+		return fail(stderr, exitUsage, fmt.Errorf("%s; see tinyvmm run --help", flagError(err)))
 	}
 	if fs.NArg() > 0 {
 		return fail(stderr, exitUsage, fmt.Errorf("unexpected argument %q; put the guest command after --", fs.Arg(0)))
@@ -215,4 +217,29 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintln(w)
 	})
+}
+
+// flagValueError matches the flag package's wrapper around a Set error.
+var flagValueError = regexp.MustCompile(`^invalid value (".*") for flag -([\w-]+): (.*)$`)
+
+// flagError rewords the flag package's errors in the form users type.
+func flagError(err error) string {
+	msg := err.Error()
+	if m := flagValueError.FindStringSubmatch(msg); m != nil {
+		value, name, reason := m[1], m[2], m[3]
+		if strings.HasPrefix(reason, "--") {
+			return reason // our own Set errors name the flag already
+		}
+		if reason == "parse error" || strings.Contains(reason, "invalid syntax") {
+			reason = "not a number"
+		}
+		return fmt.Sprintf("--%s %s: %s", name, value, reason)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "--" + name + " needs a value"
+	}
+	return msg
 }

@@ -41,7 +41,7 @@ func parseSize(s string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
 	if err != nil || n > (1<<62)>>shift {
-		return 0, fmt.Errorf("size %q is not a number with an optional K, M, G or T suffix (like 256M)", s)
+		return 0, fmt.Errorf("--mem %q is not a size: give a number with an optional K, M, G or T suffix (like 256M)", s)
 	}
 	return n << shift, nil
 }

@@ -105,9 +105,11 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{"no command", nil, 2, "Usage"},
 		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
-		{"unknown flag", []string{"run", "--bogus"}, 2, "bogus"},
+		{"unknown flag", []string{"run", "--bogus"}, 2, "unknown flag --bogus"},
 		{"mem 0", []string{"run", "--mem", "0", "--kernel", kernel}, 2, "memory size is 0"},
-		{"mem junk", []string{"run", "--mem", "lots"}, 2, "not a number"},
+		{"mem junk", []string{"run", "--mem", "lots"}, 2, `--mem "lots" is not a size`},
+		{"cpus junk", []string{"run", "--cpus", "x"}, 2, `--cpus "x": not a number`},
+		{"flag without value", []string{"run", "--kernel"}, 2, "--kernel needs a value"},
 		{"cpus 0", []string{"run", "--cpus", "0", "--kernel", kernel}, 2, "--cpus 0"},
 		{"notify", []string{"run", "--notify", "poll", "--kernel", kernel}, 2, "--notify"},
 		{"bad net", []string{"run", "--net", "tap"}, 2, "--net"},
