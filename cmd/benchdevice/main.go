@@ -2,7 +2,7 @@
 // seed experiments on tinyvmm's own device, with the Go virtio driver as
 // the guest and a tap inside a network namespace that it creates (root).
 //
-//	go run ./cmd/benchdevice [-runs 3] [-only 002|004|000] [-json F] [-plot F.png]
+//	go run ./cmd/benchdevice [-runs 3] [-only 002|004|000|backend] [-json F] [-plot F.png]
 package main
 
 import (
@@ -24,9 +24,10 @@ func main() {
 	flag.StringVar(&o.Plot, "plot", "bench-device.png", "draw the results into this PNG (empty: don't)")
 	weights := flag.String("weights", "0,64,128,256,512,1024,2048,4096", "seed 002 tx packet weights (0: unlimited)")
 	thresholds := flag.String("thresholds", "1-64", "seed 000 notify thresholds: a list or a range")
-	flag.DurationVar(&o.LatencyRun, "latency-time", 1200*time.Millisecond, "seed 002 time per run")
+	flag.DurationVar(&o.LatencyRun, "latency-time", time.Second, "seed 002 time per run")
 	flag.DurationVar(&o.BatchRun, "batch-time", time.Second, "seed 004 time per run")
 	flag.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
+	flag.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
 	flag.Parse()
 	var err error
 	if o.Weights, err = parseInts(*weights); err != nil {

@@ -18,7 +18,7 @@ type Options struct {
 	Runs int // runs per cell, the median is shown (3)
 
 	Weights      []int         // seed 002 tx packet weights; 0 is unlimited
-	LatencyRun   time.Duration // seed 002 time per run (1.2 s)
+	LatencyRun   time.Duration // seed 002 time per run (1 s)
 	PingEvery    time.Duration // seed 002 pause between requests (5 ms)
 	BatchRun     time.Duration // seed 004 time per run (1 s)
 	Thresholds   []int         // seed 000 notify thresholds (1..64)
@@ -52,7 +52,7 @@ func (o *Options) defaults() {
 		o.Weights = []int{0, 64, 128, 256, 512, 1024, 2048, 4096}
 	}
 	if o.LatencyRun <= 0 {
-		o.LatencyRun = 1200 * time.Millisecond
+		o.LatencyRun = time.Second
 	}
 	if o.PingEvery <= 0 {
 		o.PingEvery = 5 * time.Millisecond
