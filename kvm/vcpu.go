@@ -21,6 +21,7 @@ type VCPU struct {
 	run         []byte // the mmap'd struct kvm_run
 	tid         atomic.Int32
 	interrupted atomic.Bool
+	closed      atomic.Bool
 }
 
 // CreateVCPU is KVM_CREATE_VCPU with APIC ID id, and maps its kvm_run.
@@ -41,8 +42,13 @@ func (vm *VM) CreateVCPU(id int) (*VCPU, error) {
 // ID is the vCPU's APIC ID.
 func (v *VCPU) ID() int { return v.id }
 
-// Close unmaps kvm_run and closes the vCPU fd. The vCPU must not be running.
+// Close unmaps kvm_run and closes the vCPU fd. The vCPU must not be
+// running; Interrupt after Close does nothing.
 func (v *VCPU) Close() error {
+	if v.closed.Swap(true) {
+		return nil
+	}
+	v.interrupted.Store(true)
 	err := unix.Munmap(v.run)
 	if cerr := unix.Close(v.fd); err == nil {
 		err = cerr
@@ -78,6 +84,9 @@ func (v *VCPU) Run() (ExitReason, error) {
 // sends SIGURG to the vCPU's thread to knock it out of the guest; Go's
 // runtime treats SIGURG as a harmless preemption request.
 func (v *VCPU) Interrupt() {
+	if v.closed.Load() {
+		return
+	}
 	v.interrupted.Store(true)
 	v.run[runImmediateExit] = 1 // a plain store: the kernel reads it at KVM_RUN entry
 	if tid := v.tid.Load(); tid != 0 {
