@@ -64,6 +64,7 @@ func (w *worker) handleRx() (requeue bool) {
 			w.watchTap(true)
 			return false
 		case rxNoBuffers:
+			w.d.counters[rxQueue].noBuffers.Add(1)
 			if w.rxBuffersArrived() {
 				q.DisableNotify()
 				continue

@@ -42,6 +42,7 @@ const batchBuckets = 8
 type queueCounters struct {
 	frames, bytes, kicks, interrupts atomic.Uint64
 	budgetPktHits, budgetByteHits    atomic.Uint64
+	noBuffers                        atomic.Uint64
 	drops                            [numDropReasons]atomic.Uint64
 	batches                          [batchBuckets]atomic.Uint64
 }
@@ -67,6 +68,9 @@ type QueueStats struct {
 	// BudgetPktHits and BudgetByteHits count runs ended by a weight.
 	BudgetPktHits  uint64 `json:"budget_pkt_hits"`
 	BudgetByteHits uint64 `json:"budget_byte_hits"`
+	// NoBuffers counts rx runs that stopped because the guest had no
+	// buffers left (the tap is then not read until it adds some).
+	NoBuffers uint64 `json:"no_buffers,omitempty"`
 	// Batches is the histogram of frames per rx batch, keyed "1", "2-3", ...
 	Batches map[string]uint64 `json:"batches,omitempty"`
 }
@@ -95,6 +99,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 		Queue: name, Frames: c.frames.Load(), Bytes: c.bytes.Load(),
 		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
 		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
+		NoBuffers: c.noBuffers.Load(),
 	}
 	for r := range c.drops {
 		if n := c.drops[r].Load(); n > 0 {
@@ -120,8 +125,12 @@ func (s Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "net %s:\n", s.Tap)
 	for _, q := range s.Queues {
-		fmt.Fprintf(&b, "  %s: %d frames, %d bytes, %d kicks, %d interrupts, budget hits %d pkts / %d bytes\n",
+		fmt.Fprintf(&b, "  %s: %d frames, %d bytes, %d kicks, %d interrupts, budget hits %d pkts / %d bytes",
 			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)
+		if q.NoBuffers > 0 {
+			fmt.Fprintf(&b, ", out of guest buffers %d times", q.NoBuffers)
+		}
+		b.WriteString("\n")
 		for _, r := range sortedKeys(q.Drops) {
 			fmt.Fprintf(&b, "    dropped %d: %s\n", q.Drops[r], r)
 		}

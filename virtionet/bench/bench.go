@@ -135,6 +135,7 @@ func Run(o Options) (*Results, error) {
 			row.PPS = median(runs[i], func(b BatchRow) float64 { return b.PPS })
 			row.FramesPerBatch = median(runs[i], func(b BatchRow) float64 { return b.FramesPerBatch })
 			row.NsPerFrame = median(runs[i], func(b BatchRow) float64 { return b.NsPerFrame })
+			row.NoBuffersPerS = median(runs[i], func(b BatchRow) float64 { return b.NoBuffersPerS })
 			r.Seed004 = append(r.Seed004, row)
 		}
 		printSeed004(o, r.Seed004)

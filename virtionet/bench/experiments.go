@@ -36,6 +36,8 @@ type BatchRow struct {
 	FramesPerBatch float64 `json:"frames_per_batch"`
 	// NsPerFrame is the worker thread's CPU time per frame.
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
+	// NoBuffersPerS is how often per second the guest's rx ring ran dry.
+	NoBuffersPerS float64 `json:"rx_ring_empty_per_s"`
 }
 
 // ThresholdRow is one row of the seed 000 table: tx frames/s at a notify
@@ -146,14 +148,16 @@ func seed004(backend string, batch int, mergeable bool, d time.Duration) (BatchR
 	}
 	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
 	row.FramesPerBatch = framesPerBatch(m.queue)
+	row.NoBuffersPerS = m.noBuffersPerS
 	return row, nil
 }
 
 // rate is what one timed run measured on a queue.
 type rate struct {
-	pps        float64              // frames per wall-clock second
-	nsPerFrame float64              // worker CPU per frame
-	queue      virtionet.QueueStats // counters of the run (frames, batches)
+	pps           float64              // frames per wall-clock second
+	nsPerFrame    float64              // worker CPU per frame
+	noBuffersPerS float64              // rx runs that found the guest's ring empty, per second
+	queue         virtionet.QueueStats // counters of the run (frames, batches)
 }
 
 // measure samples the device's counters of queue qi around d.
@@ -168,7 +172,8 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 	for k, v := range s0.Queues[qi].Batches {
 		q.Batches[k] -= v
 	}
-	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q}
+	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q,
+		noBuffersPerS: float64(q.NoBuffers-s0.Queues[qi].NoBuffers) / elapsed.Seconds()}
 	if q.Frames > 0 {
 		r.nsPerFrame = float64(s1.WorkerCPUNs-s0.WorkerCPUNs) / float64(q.Frames)
 	}

@@ -28,8 +28,8 @@ func printSeed004(o Options, rows []BatchRow) {
 	fmt.Fprintf(o.Out, "Seed 004: rx frames/s, batch 1 vs 64 (64-byte frames from an AF_PACKET sender on the host\n")
 	fmt.Fprintf(o.Out, "side of the link; no csum/TSO offloads; %v per run). A tap gives one frame per read; the\n", o.BatchRun)
 	fmt.Fprintf(o.Out, "af_packet backend reads a batch per recvmmsg into pre-parsed guest buffers.\n\n")
-	fmt.Fprintf(o.Out, "%-10s %-10s %12s %12s %8s %12s %20s\n", "backend", "buffers", "batch 1 pps", "batch 64 pps", "gain",
-		"frames/batch", "worker ns/frame 1/64")
+	fmt.Fprintf(o.Out, "%-10s %-10s %12s %12s %8s %12s %20s %18s\n", "backend", "buffers", "batch 1 pps", "batch 64 pps", "gain",
+		"frames/batch", "worker ns/frame 1/64", "ring empty/s 1/64")
 	for _, be := range []string{"tap", "af_packet"} {
 		for _, mrg := range []bool{false, true} {
 			var one, many BatchRow
@@ -49,8 +49,9 @@ func printSeed004(o Options, rows []BatchRow) {
 			if one.PPS > 0 {
 				gain = 100 * (many.PPS - one.PPS) / one.PPS
 			}
-			fmt.Fprintf(o.Out, "%-10s %-10s %12.0f %12.0f %+7.1f%% %12.1f %20s\n", be, name, one.PPS, many.PPS, gain,
-				many.FramesPerBatch, fmt.Sprintf("%.0f / %.0f", one.NsPerFrame, many.NsPerFrame))
+			fmt.Fprintf(o.Out, "%-10s %-10s %12.0f %12.0f %+7.1f%% %12.1f %20s %18s\n", be, name, one.PPS, many.PPS, gain,
+				many.FramesPerBatch, fmt.Sprintf("%.0f / %.0f", one.NsPerFrame, many.NsPerFrame),
+				fmt.Sprintf("%.0f / %.0f", one.NoBuffersPerS, many.NoBuffersPerS))
 		}
 	}
 	fmt.Fprintln(o.Out)
