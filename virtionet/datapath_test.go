@@ -2,6 +2,8 @@ package virtionet
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -386,6 +388,17 @@ func TestStatsJSONAndText(t *testing.T) {
 	s := r.dev.Stats()
 	if !strings.Contains(s.String(), "dropped 1: tx frame shorter than the vnet header") {
 		t.Errorf("text stats:\n%s", s)
+	}
+	b, err := json.Marshal(s)
+	if err != nil || !strings.Contains(string(b), `"tx frame shorter than the vnet header":1`) {
+		t.Errorf("json stats %s, %v", b, err)
+	}
+	if _, err := os.Stat("/proc/self/schedstat"); err == nil && s.WorkerCPUNs == 0 {
+		t.Error("no worker CPU time")
+	}
+	r.dev.Reset()
+	if after := r.dev.Stats().WorkerCPUNs; after < s.WorkerCPUNs {
+		t.Errorf("worker CPU fell from %d to %d after Reset", s.WorkerCPUNs, after)
 	}
 }
 

@@ -33,7 +33,9 @@ type Device struct {
 	mu     sync.Mutex
 	worker *worker // the running worker, nil before Activate and after Reset
 
-	workerTid atomic.Int32 // the worker's OS thread while it runs
+	workerTid      atomic.Int32  // the worker's OS thread while it runs
+	workerCPUStart atomic.Uint64 // that thread's CPU time when the worker started
+	workerCPUDone  atomic.Uint64 // CPU time of workers that have stopped
 }
 
 var _ devices.VirtioDevice = (*Device)(nil)
@@ -170,14 +172,21 @@ func (d *Device) Stats() Stats {
 	}}
 }
 
-// workerCPU is the CPU time the running worker's thread has used, from
-// /proc (schedstat), or 0 when no worker runs. On a shared machine it is a
-// steadier measure of the device's cost than frames per wall second.
+// workerCPU is the CPU time the device's workers have used, from /proc
+// (schedstat). On a shared machine it is a steadier measure of the
+// device's cost than frames per wall second.
 func (d *Device) workerCPU() uint64 {
-	tid := d.workerTid.Load()
-	if tid == 0 {
-		return 0
+	ns := d.workerCPUDone.Load()
+	if tid := d.workerTid.Load(); tid != 0 {
+		if now, start := threadCPU(tid), d.workerCPUStart.Load(); now >= start {
+			ns += now - start
+		}
 	}
+	return ns
+}
+
+// threadCPU is the CPU time of thread tid of this process, 0 if unknown.
+func threadCPU(tid int32) uint64 {
 	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(int(tid)) + "/schedstat")
 	if err != nil {
 		return 0

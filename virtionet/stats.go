@@ -79,7 +79,7 @@ type QueueStats struct {
 type Stats struct {
 	Tap    string       `json:"tap"`
 	Queues []QueueStats `json:"queues"`
-	// WorkerCPUNs is the CPU time of the worker thread running now.
+	// WorkerCPUNs is the CPU time the device's worker threads used.
 	WorkerCPUNs uint64 `json:"worker_cpu_ns,omitempty"`
 }
 
@@ -123,7 +123,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 // String is the text form printed by --stats.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "net %s:\n", s.Tap)
+	fmt.Fprintf(&b, "net %s: worker CPU %.3f s\n", s.Tap, float64(s.WorkerCPUNs)/1e9)
 	for _, q := range s.Queues {
 		fmt.Fprintf(&b, "  %s: %d frames, %d bytes, %d kicks, %d interrupts, budget hits %d pkts / %d bytes",
 			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)

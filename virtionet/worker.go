@@ -141,8 +141,14 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
-	w.d.workerTid.Store(int32(unix.Gettid()))
-	defer w.d.workerTid.Store(0)
+	// The thread may have run other goroutines before: count from now.
+	tid := int32(unix.Gettid())
+	w.d.workerCPUStart.Store(threadCPU(tid))
+	w.d.workerTid.Store(tid)
+	defer func() {
+		w.d.workerTid.Store(0)
+		w.d.workerCPUDone.Add(threadCPU(tid) - w.d.workerCPUStart.Load())
+	}()
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)
 	w.enqueue(rxQueue)
