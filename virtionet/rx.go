@@ -23,12 +23,19 @@ type rxChain struct {
 // popped and Rewind can give them back.
 type rxPool struct {
 	descs  []devices.Desc
+	iovs   []unix.Iovec // the same buffers, ready for readv/recvmmsg
 	chains []rxChain
 	next   int // first unconsumed chain
 }
 
 func (p *rxPool) reset() {
-	p.descs, p.chains, p.next = p.descs[:0], p.chains[:0], 0
+	p.descs, p.iovs, p.chains, p.next = p.descs[:0], p.iovs[:0], p.chains[:0], 0
+}
+
+// trim drops the last pooled chain (popped, then rewound).
+func (p *rxPool) trim() {
+	last := p.chains[len(p.chains)-1]
+	p.descs, p.iovs, p.chains = p.descs[:last.start], p.iovs[:last.start], p.chains[:len(p.chains)-1]
 }
 
 func (p *rxPool) unconsumed() int { return len(p.chains) - p.next }
@@ -159,14 +166,17 @@ func (w *worker) rxBuffersArrived() bool {
 	return n > k
 }
 
-// gatherFrame lines up guest buffers for the next frame in w.iov, from the
-// pool's unconsumed chains and new pops: one chain, or with MRG_RXBUF as
-// many as a largest frame needs. It returns their capacity, -1 when the
-// guest has too few buffers, or an error when it broke the rules.
+// gatherFrame lines up guest buffers for the next frame in w.rxIov, from
+// the pool's unconsumed chains and new pops: one chain, or with MRG_RXBUF
+// as many as a largest frame needs. Pooled chains are contiguous, so
+// w.rxIov is a window on the pool's iovecs, not a copy. It returns their
+// capacity, -1 when the guest has too few buffers, or an error when it
+// broke the rules.
 func (w *worker) gatherFrame() (int, error) {
 	p := &w.rx
-	w.iov = w.iov[:0]
+	w.rxIov = nil
 	capacity := 0
+	first := -1
 	for i := p.next; ; i++ {
 		if i == len(p.chains) {
 			ok, err := w.popRx()
@@ -178,16 +188,16 @@ func (w *worker) gatherFrame() (int, error) {
 			}
 		}
 		ch := p.chains[i]
-		if len(w.iov)+(ch.end-ch.start) > maxIov {
+		if first < 0 {
+			first = ch.start
+		}
+		if ch.end-first > maxIov {
 			if i == p.next {
-				return ch.capacity, nil // iov stays empty: receive copies
+				return ch.capacity, nil // no iovecs: receive copies
 			}
 			break
 		}
-		for _, d := range p.descs[ch.start:ch.end] {
-			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
-			w.iov = append(w.iov, iovec(buf))
-		}
+		w.rxIov = p.iovs[first:ch.end]
 		capacity += ch.capacity
 		if !w.mergeable || capacity >= w.maxFrame {
 			break
@@ -210,12 +220,15 @@ func (w *worker) popRx() (bool, error) {
 			return false, fmt.Errorf("%w from head %d has a device-readable buffer", errRxChain, chain.Head)
 		}
 		if d.Len > 0 {
+			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
 			p.descs = append(p.descs, d)
+			p.iovs = append(p.iovs, iovec(buf))
 			rc.capacity += int(d.Len)
 		}
 	}
 	rc.end = len(p.descs)
 	if rc.capacity < w.hdrLen {
+		p.descs, p.iovs = p.descs[:rc.start], p.iovs[:rc.start]
 		return false, fmt.Errorf("%w from head %d has %d bytes, less than the %d-byte vnet header",
 			errRxChain, chain.Head, rc.capacity, w.hdrLen)
 	}
@@ -231,16 +244,17 @@ func (w *worker) receive(capacity int) (int, error) {
 	c := &w.d.counters[rxQueue]
 	var n int
 	var err error
-	direct := len(w.iov) > 0 && capacity >= w.maxFrame
+	direct := len(w.rxIov) > 0 && capacity >= w.maxFrame
 	if direct {
-		n, err = readv(w.fd, w.iov)
+		n, err = readv(w.fd, w.rxIov)
 		if err == nil && n == capacity && capacity > w.maxFrame {
 			c.drop(DropRxTooBig) // truncated: larger than the backend should deliver
 			return 0, nil
 		}
 	} else {
 		s := w.scratchBuf()
-		n, err = readv(w.fd, []unix.Iovec{iovec(s)})
+		w.iov = append(w.iov[:0], iovec(s))
+		n, err = readv(w.fd, w.iov)
 		if err == nil && (n > capacity || n == len(s)) {
 			c.drop(DropRxTooBig)
 			return 0, nil

@@ -30,7 +30,7 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 		}
 		if last := p.chains[len(p.chains)-1]; last.capacity < w.maxFrame || last.end-last.start > maxIov {
 			q.Rewind(1)
-			p.descs, p.chains = p.descs[:last.start], p.chains[:len(p.chains)-1]
+			p.trim()
 			if len(p.chains) == 0 {
 				return 0, false
 			}
@@ -90,23 +90,13 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 // frames into them with one recvmmsg.
 func (w *worker) recvChains() (int, error) {
 	p := &w.rx
-	w.mmIov = w.mmIov[:0]
-	for _, ch := range p.chains {
-		for _, d := range p.descs[ch.start:ch.end] {
-			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
-			w.mmIov = append(w.mmIov, iovec(buf))
-		}
-	}
 	if len(w.mm) < len(p.chains) {
 		w.mm = make([]mmsghdr, len(p.chains))
 	}
-	off := 0
 	for i, ch := range p.chains {
-		k := ch.end - ch.start
 		w.mm[i] = mmsghdr{}
-		w.mm[i].hdr.Iov = &w.mmIov[off]
-		w.mm[i].hdr.SetIovlen(k)
-		off += k
+		w.mm[i].hdr.Iov = &p.iovs[ch.start]
+		w.mm[i].hdr.SetIovlen(ch.end - ch.start)
 	}
 	return recvmmsg(w.fd, w.mm[:len(p.chains)])
 }

@@ -44,9 +44,9 @@ type worker struct {
 	iov     []unix.Iovec
 	scratch []byte // for frames that do not fit straight into guest buffers
 	rx      rxPool
+	rxIov   []unix.Iovec // the buffers gatherFrame lined up (a window on rx.iovs)
 	multi   bool         // the backend reads a batch per recvmmsg
 	mm      []mmsghdr    // recvmmsg: one header per pooled chain
-	mmIov   []unix.Iovec // recvmmsg: the chains' buffers
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {

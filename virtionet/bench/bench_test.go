@@ -52,15 +52,18 @@ func BenchmarkTapTx(b *testing.B) {
 				payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
 				frame := ethframe.AppendUDP(nil, env.HostMAC, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
 				txFrames := func() uint64 { return env.Dev.Stats().Queues[1].Frames }
+				cpu := func() uint64 { return env.Dev.Stats().WorkerCPUNs }
 				var stop atomic.Bool
 				var wg sync.WaitGroup
 				wg.Add(1)
 				go func() { defer wg.Done(); guestFlood(env.Guest, frame, &stop) }()
 				waitFrames(txFrames, 1000)
 				b.ResetTimer()
-				start, t0 := txFrames(), time.Now()
+				start, t0, c0 := txFrames(), time.Now(), cpu()
 				waitFrames(txFrames, uint64(b.N))
-				b.ReportMetric(float64(txFrames()-start)/time.Since(t0).Seconds(), "frames/s")
+				n := float64(txFrames() - start)
+				b.ReportMetric(n/time.Since(t0).Seconds(), "frames/s")
+				b.ReportMetric(float64(cpu()-c0)/n, "worker-ns/frame")
 				b.StopTimer()
 				stop.Store(true)
 				wg.Wait()
@@ -89,6 +92,7 @@ func BenchmarkTapRx(b *testing.B) {
 				payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
 				frame := ethframe.AppendUDP(nil, env.Guest.MAC, env.HostMAC, HostIP, GuestIP, 5000, 9, payload)
 				rxFrames := func() uint64 { return env.Dev.Stats().Queues[0].Frames }
+				cpu := func() uint64 { return env.Dev.Stats().WorkerCPUNs }
 				var stopSend, stopSink atomic.Bool
 				var wg sync.WaitGroup
 				wg.Add(2)
@@ -96,9 +100,11 @@ func BenchmarkTapRx(b *testing.B) {
 				go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
 				waitFrames(rxFrames, 1000)
 				b.ResetTimer()
-				start, t0 := rxFrames(), time.Now()
+				start, t0, c0 := rxFrames(), time.Now(), cpu()
 				waitFrames(rxFrames, uint64(b.N))
-				b.ReportMetric(float64(rxFrames()-start)/time.Since(t0).Seconds(), "frames/s")
+				n := float64(rxFrames() - start)
+				b.ReportMetric(n/time.Since(t0).Seconds(), "frames/s")
+				b.ReportMetric(float64(cpu()-c0)/n, "worker-ns/frame")
 				b.StopTimer()
 				stopSend.Store(true)
 				stopSink.Store(true)
