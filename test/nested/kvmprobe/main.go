@@ -70,7 +70,12 @@ const loopCountOffset = 10
 
 func main() {
 	exits := flag.Int("exits", 10000, "port-I/O exits to time (1..65535)")
+	deadline := flag.Duration("deadline", 5*time.Minute, "give up when the probe has not finished by then")
 	flag.Parse()
+	go func() {
+		time.Sleep(*deadline)
+		fail(fmt.Sprintf("not finished after %v (stuck after the last step printed)", *deadline))
+	}()
 	if *exits < 1 || *exits > 65535 {
 		fail("-exits must be between 1 and 65535")
 	}
@@ -83,6 +88,14 @@ func main() {
 func fail(msg string) {
 	fmt.Println("KVMPROBE FAIL:", msg)
 	os.Exit(1)
+}
+
+var started = time.Now()
+
+// step prints progress with the time since start: under emulation a stuck
+// ioctl shows as the last line.
+func step(what string) {
+	fmt.Printf("kvmprobe: %s done at %.2fs\n", what, time.Since(started).Seconds())
 }
 
 func ioctl(fd int, req uintptr, arg uintptr) (uintptr, error) {
@@ -114,6 +127,7 @@ func probe(loops uint16) error {
 		return fmt.Errorf("KVM_CREATE_VM: %v", err)
 	}
 	vm := int(vmfd)
+	step("KVM_CREATE_VM")
 
 	mem, err := unix.Mmap(-1, 0, memSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -136,6 +150,7 @@ func probe(loops uint16) error {
 		return fmt.Errorf("KVM_CREATE_VCPU: %v", err)
 	}
 	cpu := int(cpufd)
+	step("memory slot and KVM_CREATE_VCPU")
 	runSize, err := ioctl(kvm, kvmGetVCPUMmapSize, 0)
 	if err != nil {
 		return fmt.Errorf("KVM_GET_VCPU_MMAP_SIZE: %v", err)
@@ -148,6 +163,7 @@ func probe(loops uint16) error {
 	if err := startAt(cpu, codeAddr); err != nil {
 		return err
 	}
+	step("registers set; first KVM_RUN")
 	return runLoop(cpu, run, int(loops))
 }
 

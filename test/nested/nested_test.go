@@ -1,0 +1,91 @@
+package nested
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// EnvGate turns the nested run on; it takes minutes, so plain `go test ./...`
+// leaves it out. EnvPackages overrides which packages' tests run in L1.
+const (
+	EnvGate     = "TINYVMM_NESTED"
+	EnvPackages = "TINYVMM_NESTED_PKGS"
+)
+
+// DefaultPackages are the packages whose tests need a /dev/kvm.
+var DefaultPackages = []string{"./kvm/...", "./vmm/..."}
+
+// TestNestedKVM boots L1 under QEMU TCG and runs kvmprobe and the KVM
+// packages' tests there: TINYVMM_NESTED=1 go test -v -timeout 30m ./test/nested
+func TestNestedKVM(t *testing.T) {
+	if os.Getenv(EnvGate) == "" {
+		t.Skip("set " + EnvGate + "=1 to run the KVM tests in an L1 under QEMU TCG (takes minutes)")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := filepath.Join(repo, "out", "guest", "bzImage")
+	if why := Missing(kernel); why != "" {
+		t.Skip(why)
+	}
+	pkgs := DefaultPackages
+	if env := os.Getenv(EnvPackages); env != "" {
+		pkgs = strings.Fields(env)
+	}
+
+	timeout := 25 * time.Minute
+	if deadline, ok := t.Deadline(); ok {
+		timeout = time.Until(deadline) - 30*time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	work := t.TempDir()
+	files, plan, err := Assemble(ctx, repo, work, Plan{
+		Packages: pkgs, TestArgs: []string{"-test.v"}, ProbeExits: 10000,
+	}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initramfs := filepath.Join(work, "initramfs.cpio")
+	f, err := os.Create(initramfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteInitramfs(f, files, plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := Boot(ctx, Machine{Kernel: kernel, Initramfs: initramfs, Output: lineLogger{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("L1 reached init after %v; whole run %v", res.ToInit.Round(100*time.Millisecond), res.Elapsed.Round(time.Second))
+	if !res.KVM {
+		t.Fatal("L1 has no /dev/kvm: kvm_amd did not load under TCG (see the console above)")
+	}
+	for _, s := range res.Steps {
+		if s.Status != 0 {
+			t.Errorf("in L1: %q exited %d after %.1fs", s.Command, s.Status, s.Seconds)
+		}
+	}
+	if res.Status != 0 && !t.Failed() {
+		t.Errorf("L1 reported status %d", res.Status)
+	}
+}
+
+// lineLogger streams L1's console into the test log, one line per write.
+type lineLogger struct{ t *testing.T }
+
+func (l lineLogger) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
