@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"tinyvmm/internal/netnstest"
 )
 
 // Options of Run; the zero value of a field means its default.
@@ -79,6 +81,9 @@ func (o *Options) defaults() {
 // Run runs the experiments, interleaving the runs of each table's rows so
 // that drift on a shared machine spreads over all of them, and reports.
 func Run(o Options) (*Results, error) {
+	if why := netnstest.Usable(); why != "" {
+		return nil, fmt.Errorf("the device benchmark %s (it makes its own network namespace and tap)", why)
+	}
 	o.defaults()
 	start := time.Now()
 	r := &Results{Machine: describeMachine(), Runs: o.Runs}

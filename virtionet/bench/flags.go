@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MainDevice parses the flags of `tinyvmm bench device` and runs it;
+// main.go (and cmd/benchdevice) call it with the arguments after "bench
+// device". Tables go to stdout, usage to stderr; --help is not an error.
+// Failed runs are shown in the output and make it return an error.
+func MainDevice(args []string, stdout, stderr io.Writer) error {
+	var o Options
+	o.Out = stdout
+	fs := flag.NewFlagSet("bench device", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.Runs, "runs", 3, "runs per cell, interleaved across rows; each cell is their median")
+	fs.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch), 000 (notify threshold) or backend")
+	fs.StringVar(&o.JSON, "json", "bench-device.json", "write the results as JSON here (empty: don't)")
+	fs.StringVar(&o.Plot, "plot", "bench-device.png", "draw the results into this PNG (empty: don't)")
+	weights := fs.String("weights", "0,64,128,256,512,1024,2048,4096", "seed 002 tx packet weights (0: unlimited)")
+	thresholds := fs.String("thresholds", "1-64", "seed 000 notify thresholds: a list, ranges allowed (1-8,16)")
+	fs.DurationVar(&o.LatencyRun, "latency-time", time.Second, "seed 002 time per run")
+	fs.DurationVar(&o.BatchRun, "batch-time", time.Second, "seed 004 time per run")
+	fs.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
+	fs.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("bench device: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench device: unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	var err error
+	if o.Weights, err = parseInts(*weights); err != nil {
+		return fmt.Errorf("bench device: --weights: %w", err)
+	}
+	if o.Thresholds, err = parseInts(*thresholds); err != nil {
+		return fmt.Errorf("bench device: --thresholds: %w", err)
+	}
+	switch o.Only {
+	case "", "002", "004", "000", "backend":
+	default:
+		return fmt.Errorf("bench device: --only %q: use 002, 004, 000 or backend", o.Only)
+	}
+	r, err := Run(o)
+	if err != nil {
+		return fmt.Errorf("bench device: %w", err)
+	}
+	if len(r.Failed) > 0 {
+		return fmt.Errorf("bench device: %d runs failed (shown above)", len(r.Failed))
+	}
+	return nil
+}
+
+// parseInts reads "1,2,8" or "1-64", or a mix.
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("%q is not a number", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a || b-a > 100000 {
+				return nil, fmt.Errorf("%q is not a range", part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no values")
+	}
+	return out, nil
+}
