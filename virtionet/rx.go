@@ -59,7 +59,7 @@ func (w *worker) handleRx() (requeue bool) {
 	q := w.q[rxQueue]
 	q.DisableNotify()
 	pkts, bytes := 0, 0
-	for {
+	for !w.stopping.Load() {
 		switch w.rxBatch(&pkts, &bytes) {
 		case rxBatchFull:
 		case rxBudget:
@@ -82,6 +82,7 @@ func (w *worker) handleRx() (requeue bool) {
 			return false
 		}
 	}
+	return false
 }
 
 // rxBatch reads up to RxBatch frames, then publishes the used entries once

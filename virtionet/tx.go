@@ -21,6 +21,12 @@ func (w *worker) handleTx() (requeue bool) {
 	q.DisableNotify()
 	pkts, bytes, unpublished := 0, 0, 0
 	for {
+		if w.stopping.Load() { // with no weights, a guest that keeps adding would hold Reset off
+			if unpublished > 0 {
+				w.publish(txQueue)
+			}
+			return false
+		}
 		chain, ok, err := q.Pop()
 		if err != nil {
 			if unpublished > 0 {

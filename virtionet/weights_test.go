@@ -227,3 +227,32 @@ func TestRxBatchTruncatedFrameIsDropped(t *testing.T) {
 		t.Errorf("too-big drops %d, want 1", d)
 	}
 }
+
+// With no weights at all a guest that keeps a ring full could keep a run
+// going forever; once Reset has begun, the handlers stop at the next frame.
+func TestHandlersStopWhenResetBegins(t *testing.T) {
+	r := newRig(t, rigOptions{tuning: Tuning{RxBatch: 64, NotifyThreshold: 8}})
+	r.rx.AddRxBuffers(64, 2048) // room for a 64 KiB TSO frame
+	r.txBurst(16, 60)
+	for i := 0; i < 4; i++ {
+		r.peerWrite(r.txFrame(i, 64))
+	}
+	w, err := newWorker(r.dev, r.drv.Activation(r.feat, r.rx, r.tx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.closePoll()
+	w.stopping.Store(true)
+	if w.handleTx() || w.handleRx() {
+		t.Error("a handler asked to be requeued while stopping")
+	}
+	if r.tx.UsedIdx() != 0 || r.rx.UsedIdx() != 0 {
+		t.Errorf("handlers moved %d tx and %d rx frames after Reset began", r.tx.UsedIdx(), r.rx.UsedIdx())
+	}
+	w.stopping.Store(false)
+	w.handleTx()
+	w.handleRx()
+	if r.tx.UsedIdx() != 16 || r.rx.UsedIdx() != 4 {
+		t.Errorf("without stopping: %d tx, %d rx used, want 16 and 4", r.tx.UsedIdx(), r.rx.UsedIdx())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,7 @@ type worker struct {
 	fd     int // backend
 
 	epfd, stopfd, timerfd int
+	stopping              atomic.Bool // handlers return early: Reset waits
 	tapWatched            bool
 	polling               bool // the poll timer is armed
 	pending               [2]int
@@ -127,6 +129,7 @@ func (w *worker) start() { go w.run() }
 
 // stop ends the worker and waits until it has left guest memory alone.
 func (w *worker) stop() {
+	w.stopping.Store(true)
 	var one = [8]byte{1}
 	unix.Write(w.stopfd, one[:])
 	<-w.done
