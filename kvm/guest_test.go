@@ -317,6 +317,14 @@ func TestSystemQueries(t *testing.T) {
 	if err != nil || len(back) != len(shaped) {
 		t.Fatalf("GET_CPUID2: %d entries, %v; set %d", len(back), err, len(shaped))
 	}
+	for i := range back {
+		if back[i].Function != shaped[i].Function || back[i].Index != shaped[i].Index {
+			t.Fatalf("GET_CPUID2 entry %d is leaf %#x.%d, set %#x.%d", i, back[i].Function, back[i].Index, shaped[i].Function, shaped[i].Index)
+		}
+	}
+	if l1, ok := Leaf(back, 1, 0); !ok || l1.ECX&(1<<31) == 0 {
+		t.Fatalf("leaf 1 read back without the hypervisor bit: %+v", l1)
+	}
 	if err := cpu.SetMSRs([]MSREntry{{Index: 0x1a0, Data: 1}}); err != nil { // IA32_MISC_ENABLE fast strings
 		t.Fatal(err)
 	}

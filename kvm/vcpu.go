@@ -175,19 +175,59 @@ func (v *VCPU) SetCPUID(entries []CPUIDEntry) error {
 	return nil
 }
 
-// CPUID is KVM_GET_CPUID2: the table set with SetCPUID.
+// CPUID is KVM_GET_CPUID2: the table set with SetCPUID. Linux (6.1 at
+// least) copies nent back to user space on neither success nor E2BIG, so
+// the only signal is E2BIG when nent is below the count: find the smallest
+// nent that succeeds.
 func (v *VCPU) CPUID() ([]CPUIDEntry, error) {
-	const max = 1024
-	buf := newFlex[cpuid2Header, CPUIDEntry](max)
-	buf.header().Nent = max
+	fits := func(n int) (bool, error) {
+		buf := newFlex[cpuid2Header, CPUIDEntry](n)
+		buf.header().Nent = uint32(n)
+		_, err := ioctl(v.fd, ioctlGetCPUID2, buf.pointer())
+		switch {
+		case err == nil:
+			return true, nil
+		case err == unix.E2BIG:
+			return false, nil
+		}
+		return false, fmt.Errorf("KVM_GET_CPUID2: %w", err)
+	}
+	hi := 64
+	for {
+		ok, err := fits(hi)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		if hi >= 4096 {
+			return nil, fmt.Errorf("KVM_GET_CPUID2: more than 4096 entries")
+		}
+		hi *= 2
+	}
+	lo := 0 // invariant: fits(hi), and lo == 0 or !fits(lo)
+	for lo+1 < hi {
+		mid := (lo + hi) / 2
+		ok, err := fits(mid)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	if ok, _ := fits(0); ok {
+		return nil, nil // no CPUID set
+	}
+	buf := newFlex[cpuid2Header, CPUIDEntry](hi)
+	buf.header().Nent = uint32(hi)
 	if _, err := ioctl(v.fd, ioctlGetCPUID2, buf.pointer()); err != nil {
 		return nil, fmt.Errorf("KVM_GET_CPUID2: %w", err)
 	}
-	n := int(buf.header().Nent)
-	if n > max {
-		n = max
-	}
-	return append([]CPUIDEntry(nil), buf.entries()[:n]...), nil
+	return append([]CPUIDEntry(nil), buf.entries()...), nil
 }
 
 // SetMSRs is KVM_SET_MSRS; it fails unless every entry was set.
