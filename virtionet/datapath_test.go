@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"tinyvmm/devices/virtiotest"
 )
 
@@ -416,4 +418,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // allBut is every feature a socketpair device offers except drop.
 func allBut(drop uint64) uint64 {
 	return offeredFeatures(tunFCsum|tunFTSO4|tunFTSO6) &^ drop
+}
+
+// A backend whose peer went away (reads return 0 bytes) is not polled in a
+// loop: the worker stops watching it and stays idle.
+func TestRxBackendEOFDoesNotSpin(t *testing.T) {
+	for _, single := range []bool{false, true} {
+		r := newRig(t, rigOptions{})
+		r.sp.SingleRead = single
+		r.rx.AddRxBuffers(64, 2048)
+		r.activate()
+		unix.Close(r.sp.Peer)
+		r.sp.Peer = -1
+		time.Sleep(20 * time.Millisecond)
+		cpu := r.dev.Stats().WorkerCPUNs
+		time.Sleep(100 * time.Millisecond)
+		if spent := r.dev.Stats().WorkerCPUNs - cpu; spent > uint64(20*time.Millisecond) {
+			t.Errorf("single read %v: worker used %v of CPU in 100 ms with a closed backend", single, time.Duration(spent))
+		}
+		if s := r.stats(rxQueue); s.Frames != 0 {
+			t.Errorf("rx stats %+v", s)
+		}
+	}
 }

@@ -50,7 +50,12 @@ const (
 	rxBroken                       // the guest broke the queue
 )
 
-var errRxChain = errors.New("rx chain")
+var (
+	errRxChain = errors.New("rx chain")
+	// errBackendEOF: the backend's peer is gone (a read returned 0 bytes).
+	// It is not watched again: EOF stays readable and would spin the worker.
+	errBackendEOF = errors.New("backend closed")
+)
 
 // handleRx moves frames from the backend into guest rx buffers, batch by
 // batch, until the backend is empty, the guest is out of buffers or a
@@ -68,7 +73,11 @@ func (w *worker) handleRx() (requeue bool) {
 			}
 			return true
 		case rxBackendEmpty:
-			w.watchTap(true)
+			if w.backendEOF {
+				w.dropBackend()
+			} else {
+				w.watchTap(true)
+			}
 			return false
 		case rxNoBuffers:
 			w.d.counters[rxQueue].noBuffers.Add(1)
@@ -113,15 +122,20 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 			res = rxBackendEmpty
 			break
 		}
+		if errors.Is(err, errBackendEOF) {
+			w.backendEOF = true
+			res = rxBackendEmpty
+			break
+		}
 		reads++
 		if err != nil {
 			c.drop(DropRxReadError)
 			res = rxBackendEmpty // level-triggered epoll brings us back
 			break
 		}
+		*pkts++ // a dropped frame was work too: it counts for the weight
 		if n > 0 {
 			frames++
-			*pkts++
 			*bytes += n
 		}
 		if overWeight(c, *pkts, *bytes, w.tuning.RxWeightPkts, w.tuning.RxWeightBytes) {
@@ -261,8 +275,14 @@ func (w *worker) receive(capacity int) (int, error) {
 			return 0, nil
 		}
 	}
+	if errors.Is(err, unix.EBADFD) {
+		return 0, errBackendEOF // the tap's interface was deleted
+	}
 	if err != nil {
 		return 0, err
+	}
+	if n == 0 {
+		return 0, errBackendEOF
 	}
 	if n < w.hdrLen {
 		c.drop(DropRxReadError)

@@ -41,9 +41,13 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 		return rxNoBuffers, true
 	}
 	n, err := w.recvChains()
+	if (err == nil && (n == 0 || w.mm[0].len == 0)) || errors.Is(err, unix.EBADFD) {
+		n, err = 0, errBackendEOF
+	}
 	frames := 0
 	for i := 0; i < n; i++ {
 		ch, got := p.chains[i], int(w.mm[i].len)
+		*pkts++ // a dropped frame was work too: it counts for the weight
 		if w.mm[i].hdr.Flags&unix.MSG_TRUNC != 0 || got < w.hdrLen || (got == ch.capacity && ch.capacity > w.maxFrame) {
 			c.drop(DropRxTooBig)
 			q.AddUsed(ch.head, 0) // the chain took the frame; the driver drops a short buffer
@@ -56,7 +60,6 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 		}
 		q.AddUsed(ch.head, uint32(got))
 		frames++
-		*pkts++
 		*bytes += got - w.hdrLen
 		c.frames.Add(1)
 		c.bytes.Add(uint64(got - w.hdrLen))
@@ -74,6 +77,9 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 	}
 	switch {
 	case errors.Is(err, unix.EAGAIN):
+		return rxBackendEmpty, true
+	case errors.Is(err, errBackendEOF):
+		w.backendEOF = true
 		return rxBackendEmpty, true
 	case err != nil:
 		c.drop(DropRxReadError)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/ethframe"
@@ -198,5 +199,46 @@ func TestAFPacketExchangesFramesWithHostSocket(t *testing.T) {
 	}
 	if p, _ := ethframe.Parse(got); string(p.Payload) != "back" {
 		t.Errorf("guest got %+v", p)
+	}
+}
+
+// Deleting the tap under a running device (its namespace goes away) stops
+// rx quietly instead of spinning on a dead fd.
+func TestTapDeletedUnderDevice(t *testing.T) {
+	ns := netnstest.Setup(t)
+	if _, err := ns.AddTap("tap0", "10.0.2.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := openInNS(t, ns, "tap0")
+	g, err := guestdrv.New(dev, guestdrv.Options{IP: guestIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := ns.Do(func() error {
+		link, err := netlink.LinkByName("tap0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(link)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	cpu := dev.Stats().WorkerCPUNs
+	time.Sleep(100 * time.Millisecond)
+	if spent := dev.Stats().WorkerCPUNs - cpu; spent > uint64(20*time.Millisecond) {
+		t.Errorf("worker used %v of CPU in 100 ms on a deleted tap", time.Duration(spent))
+	}
+	// tx to a dead tap is a counted drop, not a hang.
+	if err := g.Send(ethframe.AppendUDP(nil, g.MAC, g.MAC, guestIP, hostIP, 1, 2, nil), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for dev.Stats().Queues[1].Drops[virtionet.DropTxWriteError.String()] == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if d := dev.Stats().Queues[1].Drops[virtionet.DropTxWriteError.String()]; d != 1 {
+		t.Errorf("tap write errors %d, want 1", d)
 	}
 }

@@ -38,6 +38,7 @@ type worker struct {
 	epfd, stopfd, timerfd int
 	stopping              atomic.Bool // handlers return early: Reset waits
 	tapWatched            bool
+	backendEOF            bool // the backend's peer closed: never watch it again
 	polling               bool // the poll timer is armed
 	pending               [2]int
 	npending              int
@@ -266,6 +267,14 @@ func (w *worker) watchTap(on bool) {
 	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, w.fd, &ev); err == nil {
 		w.tapWatched = on
 	}
+}
+
+// dropBackend takes a backend whose peer is gone out of the epoll set:
+// even unwatched, it would report EPOLLHUP forever.
+func (w *worker) dropBackend() {
+	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+	w.tapWatched = false
+	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Tap)
 }
 
 // armPoll makes the worker look at the tx ring again soon.
