@@ -9,10 +9,10 @@ import (
 // tracer writes one compact line per datapath event:
 //
 //	+12.345678 tx kick
-//	+12.345690 tx pop head=3 len=54
-//	+12.345702 tx budget pkts
+//	+12.345690 tx pop head=3 bufs=2
+//	+12.345702 tx budget pkts=256 bytes=11008
 //	+12.345710 rx batch 64
-//	+12.345711 rx used 1234
+//	+12.345711 rx used published
 //	+12.345712 rx irq
 //
 // A nil *tracer is off and costs one branch per event.
