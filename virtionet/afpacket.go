@@ -12,7 +12,7 @@ import (
 // with PACKET_VNET_HDR: the guest sends and receives on that interface
 // directly (use a veth or macvlan of its own, with GRO off: the socket has
 // no TUNSETOFFLOAD, so no offloads are offered). Its advantage over a tap
-// is recvmmsg: one system call takes a whole rx batch.
+// is recvmmsg and sendmmsg: one system call moves a whole batch.
 type AFPacket struct {
 	name string
 	fd   int
@@ -68,8 +68,8 @@ func (p *AFPacket) Fd() int { return p.fd }
 // Offloads implements Backend: none.
 func (p *AFPacket) Offloads() uint { return 0 }
 
-// MultiRead implements MultiReader.
-func (p *AFPacket) MultiRead() bool { return true }
+// MultiFrame implements MultiFramer.
+func (p *AFPacket) MultiFrame() bool { return true }
 
 // SetVnetHdrSize implements Backend: 10 bytes always work, 12 (with
 // num_buffers) needs PACKET_VNET_HDR_SZ, Linux 6.2 or later.

@@ -23,14 +23,15 @@ type Backend interface {
 	Close() error
 }
 
-// MultiReader is a Backend whose Fd takes recvmmsg(2) (a socket): rx then
-// reads a whole batch of frames, each into its own pre-parsed guest chain,
-// with one system call.
-type MultiReader interface {
-	MultiRead() bool
+// MultiFramer is a Backend whose Fd takes recvmmsg(2) and sendmmsg(2) (a
+// socket): rx then reads a whole batch of frames, each into its own
+// pre-parsed guest chain, and tx sends a group of chains, with one system
+// call each.
+type MultiFramer interface {
+	MultiFrame() bool
 }
 
-// mmsghdr is struct mmsghdr of recvmmsg(2), which x/sys/unix lacks.
+// mmsghdr is struct mmsghdr of recvmmsg(2) and sendmmsg(2), which x/sys/unix lacks.
 type mmsghdr struct {
 	hdr unix.Msghdr
 	len uint32

@@ -425,7 +425,7 @@ func allBut(drop uint64) uint64 {
 func TestRxBackendEOFDoesNotSpin(t *testing.T) {
 	for _, single := range []bool{false, true} {
 		r := newRig(t, rigOptions{})
-		r.sp.SingleRead = single
+		r.sp.SingleFrame = single
 		r.rx.AddRxBuffers(64, 2048)
 		r.activate()
 		unix.Close(r.sp.Peer)

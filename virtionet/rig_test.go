@@ -33,9 +33,10 @@ type rigOptions struct {
 	indirect  int
 }
 
-// singleReadMode makes newRig's backend read frame by frame (as a tap
-// does) instead of a batch per recvmmsg; see TestRxFrameByFrame.
-var singleReadMode bool
+// singleFrameMode makes newRig's backend move one frame per readv or
+// writev (as a tap does) instead of batches per recvmmsg and sendmmsg; see
+// TestOneFramePerSyscall.
+var singleFrameMode bool
 
 // syncBuffer is an io.Writer safe for the worker and the test at once.
 type syncBuffer struct {
@@ -88,7 +89,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp.SingleRead = singleReadMode
+	sp.SingleFrame = singleFrameMode
 	r := &rig{t: t, sp: sp, trace: &syncBuffer{}}
 	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace}, sp)
 	if err != nil {

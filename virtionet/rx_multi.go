@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rxBatchMulti is rxBatch for a MultiReader backend: it pops up to a batch
+// rxBatchMulti is rxBatch for a MultiFramer backend: it pops up to a batch
 // of chains first (pre-parsed guest buffers), reads as many frames as wait
 // with one recvmmsg, one frame per chain, then publishes once and signals
 // once. handled is false when the next chain cannot hold a whole frame

@@ -13,9 +13,9 @@ import (
 type SocketPair struct {
 	fd   int
 	Peer int // the other end, owned by the caller
-	// SingleRead makes the device read one frame per readv, as on a tap,
-	// instead of a batch per recvmmsg.
-	SingleRead bool
+	// SingleFrame makes the device move one frame per readv or writev, as
+	// on a tap, instead of batches per recvmmsg and sendmmsg.
+	SingleFrame bool
 
 	mu        sync.Mutex
 	offload   uint
@@ -45,8 +45,8 @@ func (s *SocketPair) Fd() int { return s.fd }
 // Offloads implements Backend: a socketpair carries any frame.
 func (s *SocketPair) Offloads() uint { return tunFCsum | tunFTSO4 | tunFTSO6 }
 
-// MultiRead implements MultiReader.
-func (s *SocketPair) MultiRead() bool { return !s.SingleRead }
+// MultiFrame implements MultiFramer.
+func (s *SocketPair) MultiFrame() bool { return !s.SingleFrame }
 
 // SetVnetHdrSize implements Backend; it only records the size.
 func (s *SocketPair) SetVnetHdrSize(n int) error {

@@ -14,70 +14,107 @@ const maxIov = 1024
 // handleTx moves guest tx chains to the backend until the ring is empty or
 // a budget is used up; it returns true when it should run again without a
 // kick (requeue). Used entries are published every NotifyThreshold chains
-// and at the end of the run.
+// and at the end of the run. Chains go out in units: one chain per writev,
+// or with a MultiFramer backend up to NotifyThreshold chains per sendmmsg.
 func (w *worker) handleTx() (requeue bool) {
 	q, c := w.q[txQueue], &w.d.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
+	unit := 1
+	if w.multiFrame {
+		unit = min(thr, maxTxGroup)
+	}
 	q.DisableNotify()
 	pkts, bytes, unpublished := 0, 0, 0
-	for {
-		if w.stopping.Load() { // with no weights, a guest that keeps adding would hold Reset off
-			if unpublished > 0 {
-				w.publish(txQueue)
-			}
-			return false
-		}
-		chain, ok, err := q.Pop()
-		if err != nil {
-			if unpublished > 0 {
-				w.publish(txQueue)
-			}
-			w.breakQueue(txQueue, err)
-			return false
-		}
-		if !ok {
-			if unpublished > 0 {
-				w.publish(txQueue)
-				unpublished = 0
-			}
-			// In a burst, ask the driver to kick only every threshold
-			// chains, and look again soon by ourselves; otherwise ask
-			// for a kick on the next chain.
-			burst := q.EventIdx && thr > 1 && pkts >= thr
-			q.AvailEventAhead = 0
-			if burst {
-				q.AvailEventAhead = uint16(thr - 1)
-			}
-			if q.EnableNotify() {
-				q.DisableNotify()
-				continue
-			}
-			if burst {
-				w.armPoll()
-			}
-			return false
-		}
-		if w.trace != nil {
-			w.trace.event("tx", "pop", "head", chain.Head, "bufs", len(chain.Bufs))
-		}
-		n := w.transmit(chain)
-		q.AddUsed(chain.Head, 0)
-		pkts++
-		bytes += n
-		if unpublished++; unpublished >= thr {
+	publish := func() {
+		if unpublished > 0 {
 			w.publish(txQueue)
 			unpublished = 0
 		}
-		if overWeight(c, pkts, bytes, w.tuning.TxWeightPkts, w.tuning.TxWeightBytes) {
-			if unpublished > 0 {
-				w.publish(txQueue)
-			}
+	}
+	for {
+		// With no weights, a guest that keeps adding would hold Reset off.
+		if w.stopping.Load() {
+			publish()
+			return false
+		}
+		limit, byteRoom := unit, 0
+		if wp := w.tuning.TxWeightPkts; wp > 0 {
+			limit = min(limit, wp-pkts)
+		}
+		if wb := w.tuning.TxWeightBytes; wb > 0 {
+			byteRoom = wb - bytes
+		}
+		k, b, empty, err := w.txUnit(limit, byteRoom)
+		pkts, bytes, unpublished = pkts+k, bytes+b, unpublished+k
+		if unpublished >= thr {
+			publish()
+		}
+		if err != nil {
+			publish()
+			w.breakQueue(txQueue, err)
+			return false
+		}
+		if k > 0 && overWeight(c, pkts, bytes, w.tuning.TxWeightPkts, w.tuning.TxWeightBytes) {
+			publish()
 			if w.trace != nil {
 				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
 			}
 			return true
 		}
+		if !empty {
+			continue
+		}
+		publish()
+		// In a burst, ask the driver to kick only every threshold chains,
+		// and look again soon by ourselves; otherwise ask for a kick on
+		// the next chain.
+		burst := q.EventIdx && thr > 1 && pkts >= thr
+		q.AvailEventAhead = 0
+		if burst {
+			q.AvailEventAhead = uint16(thr - 1)
+		}
+		if q.EnableNotify() {
+			q.DisableNotify()
+			continue
+		}
+		if burst {
+			w.armPoll()
+		}
+		return false
 	}
+}
+
+// txUnit moves up to limit chains to the backend, stopping early once
+// byteRoom bytes (if above 0) are sent, and adds them used. It returns the
+// chains taken, the frame bytes sent, whether the ring ran empty, and the
+// error of a guest that broke the queue.
+func (w *worker) txUnit(limit, byteRoom int) (k, b int, empty bool, err error) {
+	q := w.q[txQueue]
+	for k < limit {
+		chain, ok, perr := q.Pop()
+		if perr != nil {
+			err = perr
+			break
+		}
+		if !ok {
+			empty = true
+			break
+		}
+		if w.trace != nil {
+			w.trace.event("tx", "pop", "head", chain.Head, "bufs", len(chain.Bufs))
+		}
+		k++
+		if !w.multiFrame || !w.stageTx(chain) {
+			b += w.flushTx() // keep the frames in order
+			b += w.transmit(chain)
+			q.AddUsed(chain.Head, 0)
+		}
+		if byteRoom > 0 && b+w.txg.bytes >= byteRoom {
+			break
+		}
+	}
+	b += w.flushTx()
+	return k, b, empty, err
 }
 
 // transmit writes one chain's frame to the backend with one writev and

@@ -189,11 +189,11 @@ func TestTracerIsOffWithoutWriter(t *testing.T) {
 	}
 }
 
-// The rx tests again, with a backend read one frame per readv (the tap's
-// way) instead of a batch per recvmmsg.
-func TestRxFrameByFrame(t *testing.T) {
-	singleReadMode = true
-	defer func() { singleReadMode = false }()
+// The datapath tests again, with a backend that moves one frame per readv
+// or writev (the tap's way) instead of batches per recvmmsg and sendmmsg.
+func TestOneFramePerSyscall(t *testing.T) {
+	singleFrameMode = true
+	defer func() { singleFrameMode = false }()
 	for name, test := range map[string]func(*testing.T){
 		"FrameIntoGuestBuffer":        TestRxFrameIntoGuestBuffer,
 		"MergeableBuffers":            TestRxMergeableBuffers,
@@ -204,6 +204,16 @@ func TestRxFrameByFrame(t *testing.T) {
 		"BatchPublishesOnce":          TestRxBatchPublishesOnceAndSignalsOnce,
 		"BatchOneIsPerFrame":          TestRxBatchOneIsPerFrame,
 		"TxBudgetRequeuesBehindRx":    TestTxBudgetRequeuesBehindRx,
+		"TxFramesReachBackend":        TestTxFramesReachBackend,
+		"TxIndirectChains":            TestTxIndirectChains,
+		"TxDrops":                     TestTxDropsShortFramesAndWritableBuffers,
+		"TxChainLongerThanIovMax":     TestTxChainLongerThanIovMax,
+		"TxPacketBudget":              TestTxPacketBudgetStopsRunAtExactlyN,
+		"TxByteBudget":                TestTxByteBudgetStopsRunAtExactlyB,
+		"TxUnlimitedWeight":           TestTxUnlimitedWeightIsOneRun,
+		"TxNotifyThreshold":           TestTxNotifyThresholdPublishesEveryN,
+		"KickSuppression":             TestKickSuppressionAvailEvent,
+		"HandlersStop":                TestHandlersStopWhenResetBegins,
 	} {
 		t.Run(name, test)
 	}
@@ -254,5 +264,24 @@ func TestHandlersStopWhenResetBegins(t *testing.T) {
 	w.handleRx()
 	if r.tx.UsedIdx() != 16 || r.rx.UsedIdx() != 4 {
 		t.Errorf("without stopping: %d tx, %d rx used, want 16 and 4", r.tx.UsedIdx(), r.rx.UsedIdx())
+	}
+}
+
+// With a MultiFramer backend, tx chains go NotifyThreshold at a time
+// through one sendmmsg.
+func TestTxGroupsPerSendmmsg(t *testing.T) {
+	tun := DefaultTuning()
+	tun.NotifyThreshold = 8
+	r := newRig(t, rigOptions{tuning: tun})
+	r.txBurst(20, 60)
+	r.activate()
+	for i := 0; i < 20; i++ {
+		if got := r.peerRead(); string(got) != string(r.txFrame(i, 60)) {
+			t.Fatalf("frame %d out of order or changed", i)
+		}
+	}
+	r.waitUsed(r.tx, 20, nil)
+	if a, b := r.trace.count("tx sendmmsg 8"), r.trace.count("tx sendmmsg 4"); a != 2 || b != 1 {
+		t.Errorf("sendmmsg groups: %d of 8 and %d of 4, want 2 and 1\n%s", a, b, r.trace.String())
 	}
 }

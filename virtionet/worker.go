@@ -44,12 +44,13 @@ type worker struct {
 	npending              int
 	done                  chan struct{}
 
-	iov     []unix.Iovec
-	scratch []byte // for frames that do not fit straight into guest buffers
-	rx      rxPool
-	rxIov   []unix.Iovec // the buffers gatherFrame lined up (a window on rx.iovs)
-	multi   bool         // the backend reads a batch per recvmmsg
-	mm      []mmsghdr    // recvmmsg: one header per pooled chain
+	iov        []unix.Iovec
+	scratch    []byte // for frames that do not fit straight into guest buffers
+	rx         rxPool
+	rxIov      []unix.Iovec // the buffers gatherFrame lined up (a window on rx.iovs)
+	multiFrame bool         // the backend moves batches per recvmmsg/sendmmsg
+	mm         []mmsghdr    // recvmmsg: one header per pooled chain
+	txg        txGroup      // tx chains staged for one sendmmsg
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {
@@ -67,8 +68,8 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 	if w.fail == nil {
 		w.fail = func(error) {}
 	}
-	if mr, ok := d.backend.(MultiReader); ok && mr.MultiRead() {
-		w.multi = true
+	if mf, ok := d.backend.(MultiFramer); ok && mf.MultiFrame() {
+		w.multiFrame = true
 	}
 	for i := range w.q {
 		q := a.Queues[i]
