@@ -13,10 +13,11 @@ import (
 // device must neither panic nor hang: Reset returns, and a broken queue is
 // reported through Fail at most once.
 func FuzzDeviceRings(f *testing.F) {
-	f.Add(make([]byte, 64), uint16(1), uint16(1))
-	f.Add([]byte{0: 1, 8: 0xff, 12: 1, 13: 0, 14: 0}, uint16(3), uint16(0xffff))
-	f.Fuzz(func(t *testing.T, data []byte, rxIdx, txIdx uint16) {
+	f.Add(make([]byte, 64), uint16(1), uint16(1), false)
+	f.Add([]byte{0: 1, 8: 0xff, 12: 1, 13: 0, 14: 0}, uint16(3), uint16(0xffff), true)
+	f.Fuzz(func(t *testing.T, data []byte, rxIdx, txIdx uint16, oneFramePerCall bool) {
 		r := newRig(t, rigOptions{size: 8, rxBufSize: 256, txBufSize: 256})
+		r.sp.SingleFrame = oneFramePerCall
 		mem := uint64(len(r.drv.Mem))
 		next := func() uint64 {
 			if len(data) < 8 {
