@@ -7,7 +7,7 @@ GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtionet/... ./vmm/...
+RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/...
 
 .PHONY: all build guest run test test-unit vet fmt-check fuzz bench bench-device netns netns-down clean
 
@@ -19,6 +19,7 @@ build:
 
 guest:
 	bash guest/build.sh
+	bash guest/bench/build.sh
 
 # Boots the default guest with a NIC on a tap inside namespace $(NETNS); the namespace is
 # removed when the guest stops.
@@ -42,6 +43,15 @@ FUZZTIME ?= 15s
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./devices/
 	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./boot/
+	$(GO) test -run='^$$' -fuzz=FuzzDeviceRings -fuzztime=$(FUZZTIME) ./virtionet/
+
+# The seed experiments at device level (the Go driver plays the guest; no KVM needed).
+bench-device: build
+	$(BIN) bench device $(ARGS)
+
+# The whole path with the bench guest: tinyvmm vs the no-VM ceiling vs QEMU.
+bench: build guest
+	$(BIN) bench e2e $(ARGS)
 
 netns:
 	bash scripts/netns.sh up $(NETNS) $(TAP)
