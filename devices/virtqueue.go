@@ -372,7 +372,10 @@ func (q *Queue) EnableNotify() (more bool) {
 		return true // let Pop report the error
 	}
 	if q.EventIdx {
-		q.availEvent.Store(q.lastAvail + q.AvailEventAhead)
+		// From the index last read, not lastAvail: chains given back by
+		// Rewind are already on the ring, and a driver past avail_event
+		// would never kick again (vhost uses its avail_idx shadow too).
+		q.availEvent.Store(q.seenAvail + q.AvailEventAhead)
 	} else {
 		q.setUsedFlags(q.usedFlagsSh &^ UsedFNoNotify)
 	}

@@ -248,3 +248,31 @@ func device(q *devices.Queue, kick int, irq devices.Interrupt, total int) error 
 	}
 	return nil
 }
+
+// TestEnableNotifyAfterRewind: chains given back by Rewind are already on
+// the ring, so avail_event must follow the index the device last read, or
+// a driver that is past it never kicks again.
+func TestEnableNotifyAfterRewind(t *testing.T) {
+	_, r, q := newRing(t, 16, virtiotest.RingOptions{EventIdx: true})
+	for i := 0; i < 3; i++ {
+		r.AddChain(nil, []uint32{1})
+	}
+	for i := 0; i < 3; i++ {
+		if _, ok, err := q.Pop(); !ok || err != nil {
+			t.Fatalf("pop %d: ok=%v err=%v", i, ok, err)
+		}
+	}
+	q.Rewind(2) // rx pre-parsed three buffers but filled one
+	c, ok, err := q.Pop()
+	if !ok || err != nil {
+		t.Fatalf("pop after rewind: ok=%v err=%v", ok, err)
+	}
+	q.AddUsed(c.Head, 0)
+	q.PublishUsed()
+	q.EnableNotify() // two rewound chains still wait: the device wants more
+	r.Kick()         // clear the kick state of the first three
+	r.AddChain(nil, []uint32{1})
+	if !r.Kick() {
+		t.Fatal("no kick for a new chain after EnableNotify following a Rewind")
+	}
+}
