@@ -105,6 +105,7 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{"no command", nil, 2, "Usage"},
 		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
+		{"unknown benchmark", []string{"bench", "fly"}, 2, `unknown benchmark "fly"`},
 		{"unknown flag", []string{"run", "--bogus"}, 2, "unknown flag --bogus"},
 		{"mem 0", []string{"run", "--mem", "0", "--kernel", kernel}, 2, "memory size is 0"},
 		{"mem junk", []string{"run", "--mem", "lots"}, 2, `--mem "lots" is not a size`},

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	e2ebench "tinyvmm/bench"
+	devbench "tinyvmm/virtionet/bench"
+)
+
+func init() {
+	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e [flags] (as root)", benchMain}
+}
+
+// benchMain dispatches to the benchmarks, which own their flags.
+func benchMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" || args[0] == "help" {
+		w := stderr
+		if len(args) > 0 {
+			w = stdout
+		}
+		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   the seed experiments on the net device, with a Go driver as the guest")
+		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
+		fmt.Fprintln(w, "Run 'tinyvmm bench device --help' or 'tinyvmm bench e2e --help' for their flags.")
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "device":
+		err = devbench.MainDevice(args[1:], stdout, stderr)
+	case "e2e":
+		err = e2ebench.MainE2E(args[1:], stdout, stderr)
+	default:
+		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device or e2e", args[0]))
+	}
+	if err != nil {
+		return fail(stderr, exitRuntime, err)
+	}
+	return 0
+}
