@@ -141,7 +141,7 @@ func resolveDefaults(cfg *vmm.Config, kernelGiven bool, stderr io.Writer) error 
 		return fmt.Errorf("no default initrd (out/guest/%s); build the default guest with 'make guest', or pass --initrd PATH", name)
 	}
 	if cfg.Initrd != "" && name == defaultPVMInitrd {
-		fmt.Fprintln(stderr, "tinyvmm: host KVM is PVM: guest user space cannot make system calls here, so the default guest is kernel-only (no shell, no command)")
+		cfg.Notices = append(cfg.Notices, "guest user space cannot make system calls under PVM, so the default guest here is kernel-only (no shell, no command)")
 	}
 	return nil
 }

@@ -247,7 +247,10 @@ func TestCLIBusyTap(t *testing.T) {
 	bin := buildBinary(t)
 	kernel := filepath.Join(t.TempDir(), "vmlinux")
 	os.WriteFile(kernel, minimalELF(), 0o644)
+	noGuest := t.TempDir()
 	cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "run", "--kernel", kernel, "--mem", "32M", "--net", "tap=tvbusy0")
+	cmd.Env = append(os.Environ(), "TINYVMM_GUEST_DIR="+noGuest)
+	cmd.Dir = noGuest
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err = cmd.Run()

@@ -54,6 +54,9 @@ type Config struct {
 	Escape bool
 	// Log receives tinyvmm's one-line notices (stderr in the CLI).
 	Log io.Writer
+	// Notices are printed on Log once the VM is set up and about to run
+	// (so a failed start shows only its error).
+	Notices []string
 }
 
 // NetConfig is one virtio-net device: the tap and the device's own

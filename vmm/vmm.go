@@ -94,6 +94,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if m.host.PVM {
 		m.logf("%s", m.host)
 	}
+	for _, n := range m.cfg.Notices {
+		m.logf("%s", n)
+	}
 	return m.run(ctx)
 }
 
