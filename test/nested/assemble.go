@@ -32,6 +32,9 @@ type Plan struct {
 	ProbeExits int
 }
 
+// probeDeadline bounds kvmprobe in L1; a healthy run takes a few seconds.
+const probeDeadline = 30 * time.Second
+
 // busyboxApplets are linked into /bin when the host has busybox-static:
 // enough for tests that shell out (ip, ping) and for a look around.
 var busyboxApplets = []string{"sh", "ip", "ping", "ls", "cat", "dmesg", "mount", "ps", "sleep", "uname", "true", "false"}
@@ -65,7 +68,8 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		files = append(files, File{Dest: dest, Src: out, Mode: 0o755})
 	}
 	if p.ProbeExits > 0 {
-		plan = append(plan, fmt.Sprintf("kvmprobe -exits %d", p.ProbeExits))
+		// A gate: when KVM in L1 cannot run a guest, L1 is booted again.
+		plan = append(plan, fmt.Sprintf("!kvmprobe -exits %d -deadline %v", p.ProbeExits, probeDeadline))
 	}
 
 	pkgs, err := listPackages(ctx, repo, p.Packages)

@@ -27,6 +27,9 @@ type Machine struct {
 	Append string
 	// Output receives the console, line by line, as it comes.
 	Output io.Writer
+	// Attempts bounds the boots when a gate step (kvmprobe) asks for a
+	// retry; 4 when zero.
+	Attempts int
 }
 
 // DefaultCPU is an AMD CPU model that QEMU's TCG implements with SVM and
@@ -51,15 +54,42 @@ type Result struct {
 	ToInit time.Duration
 	// Elapsed is the wall time of the whole run.
 	Elapsed time.Duration
+	// Boots counts the L1 boots, retries included.
+	Boots int
 }
+
+// errRetry means l1init's gate step failed and asked for another boot.
+var errRetry = errors.New("L1 asked to be booted again")
 
 // QEMUBinary is the emulator the runner starts.
 const QEMUBinary = "qemu-system-x86_64"
 
 // Boot runs L1 until l1init reports, the machine ends, or ctx is done (then
 // QEMU is killed). An error means L1 gave no result; a failing step is not an
-// error but a non-zero Result.Status.
+// error but a non-zero Result.Status. When the gate step fails, L1 is booted
+// again, up to m.Attempts times.
 func Boot(ctx context.Context, m Machine) (Result, error) {
+	attempts := m.Attempts
+	if attempts <= 0 {
+		attempts = 4
+	}
+	start := time.Now()
+	for boot := 1; ; boot++ {
+		res, err := bootOnce(ctx, m)
+		res.Boots, res.Elapsed = boot, time.Since(start)
+		if err != errRetry {
+			return res, err
+		}
+		if boot == attempts {
+			return res, fmt.Errorf("kvmprobe failed in all %d L1 boots: KVM in L1 cannot run a guest (see the console above)", boot)
+		}
+		if m.Output != nil {
+			fmt.Fprintf(m.Output, "nested: kvmprobe failed in L1 boot %d; booting L1 again\n", boot)
+		}
+	}
+}
+
+func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	cpu, mem := m.CPU, m.MemMB
 	if cpu == "" {
 		cpu = DefaultCPU
@@ -90,24 +120,35 @@ func Boot(ctx context.Context, m Machine) (Result, error) {
 	if err := cmd.Start(); err != nil {
 		return Result{}, fmt.Errorf("start %s: %v (install qemu-system-x86)", QEMUBinary, err)
 	}
-	res, tail, gotExit := scanConsole(pipe, out, start)
+	res, tail, ending := scanConsole(pipe, out, start)
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
+	case ending == endRetry:
+		return res, errRetry
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("L1 timed out after %v; last console lines:\n%s", res.Elapsed.Round(time.Second), tail)
-	case !gotExit:
+	case ending != endExit:
 		return res, fmt.Errorf("L1 ended without a result (%v); last console lines:\n%s", waitErr, tail)
 	}
 	return res, nil
 }
 
+// How the console ended.
+type ending int
+
+const (
+	endNone  ending = iota // no marker: a crash or a timeout
+	endExit                // NESTED-EXIT: the plan ran
+	endRetry               // NESTED-RETRY: the gate failed
+)
+
 // scanConsole copies the console to out and picks up l1init's markers. It
-// returns the last lines for error messages and whether the exit marker came.
-func scanConsole(r io.Reader, out io.Writer, start time.Time) (Result, string, bool) {
+// returns the last lines for error messages and how the run ended.
+func scanConsole(r io.Reader, out io.Writer, start time.Time) (Result, string, ending) {
 	var res Result
 	var last []string
-	gotExit := false
+	end := endNone
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -127,11 +168,13 @@ func scanConsole(r io.Reader, out io.Writer, start time.Time) (Result, string, b
 			}
 		case strings.HasPrefix(line, "NESTED-EXIT "):
 			if n, err := strconv.Atoi(strings.TrimPrefix(line, "NESTED-EXIT ")); err == nil {
-				res.Status, gotExit = n, true
+				res.Status, end = n, endExit
 			}
+		case line == "NESTED-RETRY":
+			end = endRetry
 		}
 	}
-	return res, strings.Join(last, "\n"), gotExit
+	return res, strings.Join(last, "\n"), end
 }
 
 // parseStep reads "status=N seconds=F cmd=WORDS...".

@@ -76,9 +76,9 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 		"NESTED-EXIT 3\r",
 	}, "\n")
 	var out bytes.Buffer
-	res, _, gotExit := scanConsole(strings.NewReader(console), &out, time.Now())
-	if !gotExit || res.Status != 3 || !res.KVM {
-		t.Fatalf("gotExit=%v status=%d kvm=%v", gotExit, res.Status, res.KVM)
+	res, _, end := scanConsole(strings.NewReader(console), &out, time.Now())
+	if end != endExit || res.Status != 3 || !res.KVM {
+		t.Fatalf("end=%v status=%d kvm=%v", end, res.Status, res.KVM)
 	}
 	want := []Step{{"kvmprobe -exits 10", 0, 1.5}, {"./kvm.test -test.v", 3, 20}}
 	if len(res.Steps) != 2 || res.Steps[0] != want[0] || res.Steps[1] != want[1] {
@@ -90,8 +90,15 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 }
 
 func TestScanConsoleWithoutExitMarker(t *testing.T) {
-	res, tail, gotExit := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, time.Now())
-	if gotExit || res.Status != 0 || !strings.Contains(tail, "Kernel panic") {
-		t.Fatalf("gotExit=%v status=%d tail=%q", gotExit, res.Status, tail)
+	res, tail, end := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, time.Now())
+	if end != endNone || res.Status != 0 || !strings.Contains(tail, "Kernel panic") {
+		t.Fatalf("end=%v status=%d tail=%q", end, res.Status, tail)
+	}
+}
+
+func TestScanConsoleRetryMarker(t *testing.T) {
+	console := "NESTED-STEP status=1 seconds=30.0 cmd=kvmprobe -exits 10\nNESTED-RETRY\n"
+	if _, _, end := scanConsole(strings.NewReader(console), io.Discard, time.Now()); end != endRetry {
+		t.Fatalf("end = %v, want endRetry", end)
 	}
 }

@@ -10,6 +10,11 @@
 //
 // where status is 0 when every step exited 0, and then reboots; QEMU runs
 // with -no-reboot, so that ends the run.
+//
+// A step written "!CMD" is a gate: when it fails, l1init prints RetryMarker
+// and reboots at once, and the runner boots L1 again. kvmprobe is the gate:
+// some L1 boots come up with a KVM that never enters the guest (see
+// test/nested/README.md).
 package main
 
 import (
@@ -26,12 +31,19 @@ import (
 // ExitMarker starts the last line l1init prints; the runner parses it.
 const ExitMarker = "NESTED-EXIT "
 
+// RetryMarker is printed when a gate step failed and L1 should be booted again.
+const RetryMarker = "NESTED-RETRY"
+
 // StepMarker starts the line l1init prints after each step.
 const StepMarker = "NESTED-STEP "
 
 func main() {
-	status := run()
-	fmt.Printf("%s%d\n", ExitMarker, status)
+	status, retry := run()
+	if retry {
+		fmt.Println(RetryMarker)
+	} else {
+		fmt.Printf("%s%d\n", ExitMarker, status)
+	}
 	unix.Sync()
 	// Restart is what QEMU's -no-reboot turns into an exit; power-off would
 	// need ACPI, which the kernel may not have.
@@ -41,10 +53,11 @@ func main() {
 	select {}
 }
 
-func run() int {
+// run returns the overall status, and whether a gate failed.
+func run() (int, bool) {
 	if err := mountAll(); err != nil {
 		fmt.Println("l1init:", err)
-		return 125
+		return 125, false
 	}
 	os.Setenv("PATH", "/bin:/sbin:/usr/bin")
 	os.Setenv("HOME", "/tmp")
@@ -54,7 +67,7 @@ func run() int {
 	plan, err := os.ReadFile("/plan")
 	if err != nil {
 		fmt.Println("l1init: no /plan in the initramfs:", err)
-		return 125
+		return 125, false
 	}
 	status := 0
 	for n, line := range strings.Split(string(plan), "\n") {
@@ -72,13 +85,18 @@ func run() int {
 			}
 			continue
 		}
+		gate := strings.HasPrefix(words[0], "!")
+		words[0] = strings.TrimPrefix(words[0], "!")
 		code, elapsed := runStep(words)
 		fmt.Printf("%sstatus=%d seconds=%.1f cmd=%s\n", StepMarker, code, elapsed.Seconds(), strings.Join(words, " "))
+		if gate && code != 0 {
+			return code, true
+		}
 		if code != 0 && status == 0 {
 			status = code
 		}
 	}
-	return status
+	return status, false
 }
 
 func runStep(words []string) (int, time.Duration) {

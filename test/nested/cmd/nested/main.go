@@ -83,7 +83,7 @@ func main() {
 	if err != nil {
 		fail(err.Error())
 	}
-	logf("L1 reached init after %v; KVM in L1: %v; run took %v", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Elapsed.Round(time.Second))
+	logf("L1 reached init after %v (last boot); KVM in L1: %v; %d boot(s); run took %v", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Boots, res.Elapsed.Round(time.Second))
 	for _, s := range res.Steps {
 		logf("  status %3d  %6.1fs  %s", s.Status, s.Seconds, s.Command)
 	}
