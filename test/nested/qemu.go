@@ -101,13 +101,17 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	if out == nil {
 		out = io.Discard
 	}
+	cmdline := "console=ttyS0 panic=-1 " + m.Append
+	if !strings.Contains(cmdline, "tsc_early_khz=") {
+		cmdline += " " + tscParam()
+	}
 	// No network device at all: L1 builds its own taps and namespaces.
 	args := []string{
 		"-accel", "tcg", "-cpu", cpu, "-smp", "1", "-m", strconv.Itoa(mem),
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
 		"-nic", "none", "-no-reboot",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
-		"-append", strings.TrimSpace("console=ttyS0 panic=-1 " + m.Append),
+		"-append", strings.TrimSpace(cmdline),
 	}
 	cmd := exec.CommandContext(ctx, QEMUBinary, args...)
 	cmd.WaitDelay = 5 * time.Second

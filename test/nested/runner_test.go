@@ -1,6 +1,7 @@
 package nested
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"strings"
@@ -100,5 +101,17 @@ func TestScanConsoleRetryMarker(t *testing.T) {
 	console := "NESTED-STEP status=1 seconds=30.0 cmd=kvmprobe -exits 10\nNESTED-RETRY\n"
 	if _, _, end := scanConsole(strings.NewReader(console), io.Discard, time.Now()); end != endRetry {
 		t.Fatalf("end = %v, want endRetry", end)
+	}
+}
+
+func TestCPUInfoMHz(t *testing.T) {
+	for in, want := range map[string]int{
+		"processor\t: 0\ncpu MHz\t\t: 2096.024\ncpu MHz\t\t: 1.0\n": 2096024,
+		"cpu MHz : junk\n": 0,
+		"no such line\n":   0,
+	} {
+		if got := cpuinfoMHz(bufio.NewScanner(strings.NewReader(in))); got != want {
+			t.Errorf("cpuinfoMHz(%q) = %d, want %d", in, got, want)
+		}
 	}
 }
