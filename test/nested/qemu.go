@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,9 @@ func Boot(ctx context.Context, m Machine) (Result, error) {
 		res.Boots, res.Elapsed = boot, time.Since(start)
 		if err != errRetry {
 			return res, err
+		}
+		if !res.KVM {
+			return res, fmt.Errorf("L1 has no /dev/kvm: its kernel lacks KVM_AMD (guest/kernel/nested-host.config; run make guest) or -cpu %q has no svm", m.CPU)
 		}
 		if boot == attempts {
 			return res, fmt.Errorf("kvmprobe failed in all %d L1 boots: KVM in L1 cannot run a guest (see the console above)", boot)
@@ -195,7 +199,8 @@ func parseStep(s string) (Step, bool) {
 }
 
 // Missing says, in one line, why a nested run cannot happen here (empty when
-// it can): no QEMU, or no L1 kernel at kernel.
+// it can): no QEMU, no L1 kernel at kernel, or a kernel whose kernel.config
+// (written next to it by make guest) shows no KVM_AMD.
 func Missing(kernel string) string {
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
 		return QEMUBinary + " not found: apt-get install qemu-system-x86"
@@ -204,6 +209,10 @@ func Missing(kernel string) string {
 		return "no L1 kernel at " + kernel + ": run make guest"
 	} else if err != nil {
 		return err.Error()
+	}
+	config, err := os.ReadFile(filepath.Join(filepath.Dir(kernel), "kernel.config"))
+	if err == nil && !strings.Contains(string(config), "\nCONFIG_KVM_AMD=y\n") {
+		return kernel + " was built without KVM_AMD, so it cannot be the L1 host: run make guest (guest/kernel/nested-host.config adds it)"
 	}
 	return ""
 }

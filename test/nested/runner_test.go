@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +116,25 @@ func TestCPUInfoMHz(t *testing.T) {
 		if got := cpuinfoMHz(bufio.NewScanner(strings.NewReader(in))); got != want {
 			t.Errorf("cpuinfoMHz(%q) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+func TestMissingNamesAKernelWithoutKVM(t *testing.T) {
+	if _, err := exec.LookPath(QEMUBinary); err != nil {
+		t.Skip(QEMUBinary + " not installed")
+	}
+	dir := t.TempDir()
+	kernel := filepath.Join(dir, "bzImage")
+	if why := Missing(kernel); !strings.Contains(why, "make guest") {
+		t.Errorf("no kernel: Missing = %q", why)
+	}
+	os.WriteFile(kernel, []byte("kernel"), 0o644)
+	os.WriteFile(filepath.Join(dir, "kernel.config"), []byte("CONFIG_64BIT=y\n# CONFIG_KVM_AMD is not set\n"), 0o644)
+	if why := Missing(kernel); !strings.Contains(why, "without KVM_AMD") {
+		t.Errorf("kernel without KVM: Missing = %q", why)
+	}
+	os.WriteFile(filepath.Join(dir, "kernel.config"), []byte("CONFIG_64BIT=y\nCONFIG_KVM_AMD=y\n"), 0o644)
+	if why := Missing(kernel); why != "" {
+		t.Errorf("kernel with KVM: Missing = %q", why)
 	}
 }
