@@ -10,10 +10,12 @@ import (
 )
 
 // EnvGate turns the nested run on; it takes minutes, so plain `go test ./...`
-// leaves it out. EnvPackages overrides which packages' tests run in L1.
+// leaves it out. EnvPackages overrides which packages' tests run in L1, and
+// EnvKernel the L1 kernel (default out/guest/bzImage).
 const (
 	EnvGate     = "TINYVMM_NESTED"
 	EnvPackages = "TINYVMM_NESTED_PKGS"
+	EnvKernel   = "TINYVMM_NESTED_KERNEL"
 )
 
 // DefaultPackages are the packages whose tests need a /dev/kvm.
@@ -31,6 +33,9 @@ func TestNestedKVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	kernel := filepath.Join(repo, "out", "guest", "bzImage")
+	if env := os.Getenv(EnvKernel); env != "" {
+		kernel = env
+	}
 	if why := Missing(kernel); why != "" {
 		t.Skip(why)
 	}
