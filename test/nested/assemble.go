@@ -108,7 +108,9 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		if err := build("build", "-o", out, "."); err != nil {
 			return nil, nil, err
 		}
+		// bin/tinyvmm is where `make build` puts it and tests look for it.
 		files = append(files, File{Dest: Repo + "/tinyvmm", Src: out, Mode: 0o755},
+			File{Dest: Repo + "/bin/tinyvmm", Link: Repo + "/tinyvmm"},
 			File{Dest: "/bin/tinyvmm", Link: Repo + "/tinyvmm"})
 	} else if len(p.Tinyvmm) > 0 {
 		return nil, nil, fmt.Errorf("no main.go in %s: tinyvmm cannot be built", repo)
