@@ -74,6 +74,9 @@ func Boot(ctx context.Context, m Machine) (Result, error) {
 	if attempts <= 0 {
 		attempts = 4
 	}
+	if m.CPU == "" {
+		m.CPU = DefaultCPU
+	}
 	start := time.Now()
 	for boot := 1; ; boot++ {
 		res, err := bootOnce(ctx, m)
