@@ -9,7 +9,7 @@ TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
 RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/...
 
-.PHONY: all build guest run test test-unit vet fmt-check fuzz bench bench-device netns netns-down clean
+.PHONY: all build guest run test test-unit test-nested vet fmt-check fuzz bench bench-device netns netns-down clean
 
 all: build
 
@@ -26,7 +26,12 @@ guest:
 run: build guest
 	bash scripts/netns.sh run $(NETNS) $(TAP) -- $(abspath $(BIN)) run --net tap=$(TAP) $(ARGS)
 
-test: build guest fmt-check vet test-unit fuzz
+test: build guest fmt-check vet test-unit fuzz test-nested
+
+# tinyvmm on real KVM inside a QEMU TCG guest with nested SVM (for hosts without /dev/kvm):
+# the kvm/, vmm/ and bench/ tests, and a Linux L2 guest booted by tinyvmm. About 2-5 minutes.
+test-nested: build guest
+	TINYVMM_NESTED=1 $(GO) test -count=1 -v -timeout 30m ./test/nested
 
 test-unit:
 	$(GO) test -count=1 ./...
