@@ -24,7 +24,7 @@ fail_with_log() {
 }
 
 [[ -r $src_tar ]] || die "$src_tar is missing: run 'apt-get install $src_pkg'"
-for tool in make gcc flex bison bc patch sha256sum readelf; do
+for tool in make gcc flex bison bc patch sha256sum readelf flock; do
 	command -v "$tool" >/dev/null || die "'$tool' is missing: run 'apt-get install build-essential flex bison bc libelf-dev'"
 done
 version=$(dpkg-query -W -f='${Version}' "$src_pkg" 2>/dev/null) || die "cannot read the version of $src_pkg: is it installed with apt?"
@@ -46,11 +46,23 @@ hash_files() { sha256sum "$@" | sed "s|$repo/||" | sha256sum | cut -c1-16; }
 patch_key=$( { echo "$version"; hash_files /dev/null "${patches[@]}"; } | sha256sum | cut -c1-16)
 key=$( { echo "$version $compression"; hash_files "${BASH_SOURCE[0]}" "${fragments[@]}" "${patches[@]}"; } | sha256sum | cut -c1-16)
 
-if [[ -f $out/kernel.key && $(<"$out/kernel.key") == "$key" && -f $out/vmlinux && -f $out/bzImage ]]; then
-	say "up to date ($out/vmlinux, key $key)"
+up_to_date() { [[ -f $out/kernel.key && $(<"$out/kernel.key") == "$key" && -f $out/vmlinux && -f $out/bzImage ]]; }
+if up_to_date; then
+	say "up to date (${out#$repo/}/vmlinux, key $key)"
 	exit 0
 fi
 mkdir -p "$work" "$out"
+
+# One build at a time: a second `make guest` waits, then finds the result.
+exec 9>"$work/lock"
+if ! flock -n 9; then
+	say "waiting for another kernel build to finish"
+	flock 9
+fi
+if up_to_date; then
+	say "up to date (${out#$repo/}/vmlinux, key $key)"
+	exit 0
+fi
 
 # One source tree per (package version, patch set); a config change reuses it
 # and make rebuilds only what changed.
