@@ -56,7 +56,7 @@ func main() {
 	if *keep {
 		logf("scratch directory: %s", work)
 	} else {
-		defer os.RemoveAll(work)
+		cleanup = func() { os.RemoveAll(work) }
 	}
 	plan := nested.Plan{
 		Packages:    pkgs,
@@ -87,12 +87,17 @@ func main() {
 	for _, s := range res.Steps {
 		logf("  status %3d  %6.1fs  %s", s.Status, s.Seconds, s.Command)
 	}
+	cleanup()
 	if res.Status != 0 {
 		logf("FAIL: status %d", res.Status)
 		os.Exit(1)
 	}
 	logf("PASS")
 }
+
+// cleanup removes the scratch directory unless -keep; os.Exit skips
+// deferred calls, so every exit path calls it.
+var cleanup = func() {}
 
 func writeInitramfs(name string, files []nested.File, plan []string) error {
 	f, err := os.Create(name)
@@ -111,6 +116,7 @@ func logf(format string, args ...any) {
 }
 
 func fail(msg string) {
+	cleanup()
 	fmt.Fprintln(os.Stderr, "nested: error:", msg)
 	os.Exit(2)
 }
