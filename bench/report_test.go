@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -56,6 +57,7 @@ func TestParseInts(t *testing.T) {
 func TestTableShowsSkippedFailedAndPartial(t *testing.T) {
 	o := DefaultOptions()
 	o.Kicks, o.Weights = []int{1}, []int{0}
+	o.QEMU = os.Args[0] // any executable: the QEMU column must exist without QEMU installed
 	host := kvm.Host{Why: "no /dev/kvm here"}
 	rep := newReport(o, host, detectSystems(o, host))
 	exps := o.experiments(&runner{})
