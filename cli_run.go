@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -37,6 +38,9 @@ type runFlags struct {
 	cfg    vmm.Config
 	tuning virtionet.Tuning
 	trace  bool
+	// cpuprofile is a development flag, hidden from --help: tinyvmm's own
+	// Go CPU profile while the guest runs (go tool pprof -top FILE).
+	cpuprofile string
 }
 
 func newRunFlagSet(f *runFlags) *flag.FlagSet {
@@ -54,6 +58,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write tinyvmm's Go CPU profile to `FILE` (development; not in --help)")
 	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.TxWeightBytes, "tx-weight-bytes", f.tuning.TxWeightBytes, "tx bytes per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightPkts, "rx-weight-pkts", f.tuning.RxWeightPkts, "rx packets per worker run before requeueing (0: unlimited)")
@@ -111,6 +116,17 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := resolveDefaults(&cfg, kernelGiven, stderr); err != nil {
 		return fail(stderr, exitRuntime, err)
+	}
+	if f.cpuprofile != "" {
+		prof, err := os.Create(f.cpuprofile)
+		if err != nil {
+			return fail(stderr, exitRuntime, err)
+		}
+		defer prof.Close()
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return fail(stderr, exitRuntime, err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	return boot(cfg, hasCmd, stdout, stderr)
 }
@@ -203,6 +219,9 @@ func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
 // printFlags lists the flags the way users type them (--name VALUE).
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "cpuprofile" {
+			return // a development flag
+		}
 		name, usage := flag.UnquoteUsage(f)
 		head := "--" + f.Name
 		if name != "" {

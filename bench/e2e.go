@@ -29,6 +29,9 @@ type Options struct {
 	Tinyvmm string        // the tinyvmm binary
 	QEMU    string        // qemu-system-x86_64
 	Out     io.Writer     // the table
+	// CPUProfile, when set, gets tinyvmm's Go CPU profile of its last tx
+	// run (a development flag of bench e2e, --cpuprofile).
+	CPUProfile string
 }
 
 // DefaultOptions are the settings of `make bench`: about 4 minutes here.
@@ -142,7 +145,7 @@ func RunE2E(o Options) (*Report, error) {
 		cfg.QEMUAccel = "kvm"
 	}
 	bootMax := 60 * time.Second
-	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax}
+	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
 	rep := newReport(o, host, detectSystems(o, host))
 	exps := o.experiments(r)
 	rep.plan(exps)

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -33,6 +34,9 @@ type runner struct {
 	bootMax time.Duration // how long a boot may take before it counts as failed
 	// cmdlineExtra goes on every guest command line (cpl3=1 in tests).
 	cmdlineExtra string
+	// cpuprofile, when set, is passed to tinyvmm's tx runs as --cpuprofile:
+	// each run overwrites it, so it holds the last tinyvmm tx run.
+	cpuprofile string
 }
 
 func (r *runner) guestTimeout() time.Duration {
@@ -51,6 +55,9 @@ func inNamespace(f func(ns *Namespace) Sample) Sample {
 // tx measures guest->host frames per second at size bytes with a notify
 // decision every kick frames, counted by a sink on the host side.
 func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
+	if r.cpuprofile != "" && sys == SysTinyvmm {
+		vmmArgs = append(slices.Clone(vmmArgs), "--cpuprofile", r.cpuprofile)
+	}
 	return inNamespace(func(ns *Namespace) Sample {
 		sink, err := StartSink(ns)
 		if err != nil {

@@ -26,8 +26,11 @@ type Plan struct {
 	TestArgs []string
 	// TestTimeout bounds each test binary; 10m when zero.
 	TestTimeout time.Duration
-	// Tinyvmm, when set, is a tinyvmm command line run last in /repo.
+	// Tinyvmm, when set, is a tinyvmm command line run in /repo after the tests.
 	Tinyvmm []string
+	// Commands are command lines run last, in /repo, one plan line each
+	// (words split on spaces; busybox applets through "busybox APPLET").
+	Commands []string
 	// ProbeExits is how many port-I/O exits kvmprobe times first; 0 skips it.
 	ProbeExits int
 }
@@ -117,6 +120,10 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 	}
 	if len(p.Tinyvmm) > 0 {
 		plan = append(plan, "cd "+Repo, "/repo/tinyvmm "+strings.Join(p.Tinyvmm, " "))
+	}
+	if len(p.Commands) > 0 {
+		plan = append(plan, "cd "+Repo)
+		plan = append(plan, p.Commands...)
 	}
 
 	// The L2 guest, for tests and tinyvmm's defaults; go.mod so tests that

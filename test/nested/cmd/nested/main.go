@@ -3,9 +3,10 @@
 //
 //	go run ./test/nested/cmd/nested -pkg ./kvm/... -pkg ./vmm [-- run --mem 256M -- true]
 //
-// Arguments after -- are a tinyvmm command line run after the tests. It
-// exits with L1's status: 0 when kvmprobe, every test binary and tinyvmm
-// passed.
+// Arguments after -- are a tinyvmm command line run after the tests; each
+// -run is one more command line run after that (e.g. -run 'busybox base64
+// /tmp/tx.prof'). It exits with L1's status: 0 when kvmprobe, every test
+// binary, tinyvmm and every -run command passed.
 package main
 
 import (
@@ -26,7 +27,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
-	var pkgs, testArgs listFlag
+	var pkgs, testArgs, runs listFlag
 	repo := flag.String("repo", ".", "repository root")
 	kernel := flag.String("kernel", "", "L1 kernel (default: out/guest/bzImage of the repository)")
 	cpu := flag.String("cpu", nested.DefaultCPU, "QEMU -cpu for L1")
@@ -37,6 +38,7 @@ func main() {
 	probe := flag.Int("probe-exits", 10000, "port-I/O exits kvmprobe times first (0: skip kvmprobe)")
 	keep := flag.Bool("keep", false, "keep the scratch directory with the initramfs")
 	flag.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
+	flag.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	flag.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
 	flag.Parse()
 
@@ -63,6 +65,7 @@ func main() {
 		TestArgs:    append([]string{"-test.v"}, testArgs...),
 		TestTimeout: *testTimeout,
 		Tinyvmm:     flag.Args(),
+		Commands:    runs,
 		ProbeExits:  *probe,
 	}
 	start := time.Now()
