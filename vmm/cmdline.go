@@ -32,6 +32,11 @@ func kernelCmdline(host kvm.Host, userArgs string, argv []string) string {
 	if host.PVM {
 		parts = append(parts, pvmCmdline)
 	}
+	if len(argv) > 0 {
+		// With a command, stdout is the command's output: no boot log
+		// (--append loglevel=7 brings it back).
+		parts = append(parts, "quiet")
+	}
 	if s := strings.TrimSpace(userArgs); s != "" {
 		parts = append(parts, s)
 	}

@@ -87,6 +87,9 @@ func TestLinuxGuestRunsCommand(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^hello\r?$`).MatchString(out) {
 		t.Errorf("no hello line on the console:\n%s", tail(out, 40))
 	}
+	if strings.Contains(out, "Linux version") {
+		t.Errorf("with a command, stdout should carry its output, not the boot log:\n%s", tail(out, 40))
+	}
 	t.Logf("command ran, tinyvmm done after %v; %s", time.Since(start), strings.TrimSpace(log.String()))
 }
 
