@@ -71,6 +71,11 @@ func (m *machine) handleExit(cpu exitSource, reason kvm.ExitReason) (stop bool, 
 		if io.Size == 0 {
 			return false, nil
 		}
+		if io.Out {
+			if err := m.userException(cpu, io.Port); err != nil {
+				return true, err
+			}
+		}
 		for i := 0; i+io.Size <= len(io.Data); i += io.Size {
 			chunk := io.Data[i : i+io.Size]
 			if io.Out {
