@@ -38,45 +38,39 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
-// recvmmsg reads up to len(msgs) frames; it returns EAGAIN when none waits.
-func recvmmsg(fd int, msgs []mmsghdr) (int, error) {
+// vectorCall makes one of the worker's vector system calls (readv, writev,
+// recvmmsg, sendmmsg: fd, array, length, flags), retrying EINTR, which Go's
+// preemption signals cause. The array stays an unsafe.Pointer until the
+// call itself, so the garbage collector keeps track of it.
+func vectorCall(trap uintptr, fd int, array unsafe.Pointer, n int, flags uintptr) (int, error) {
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
-			unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := unix.Syscall6(trap, uintptr(fd), uintptr(array), uintptr(n), flags, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
 		if e != 0 {
 			return 0, e
 		}
-		return int(n), nil
+		return int(r), nil
 	}
+}
+
+// recvmmsg reads up to len(msgs) frames; it returns EAGAIN when none waits.
+func recvmmsg(fd int, msgs []mmsghdr) (int, error) {
+	return vectorCall(unix.SYS_RECVMMSG, fd, unsafe.Pointer(&msgs[0]), len(msgs), unix.MSG_DONTWAIT)
+}
+
+// sendmmsg sends msgs, returning how many went.
+func sendmmsg(fd int, msgs []mmsghdr) (int, error) {
+	return vectorCall(unix.SYS_SENDMMSG, fd, unsafe.Pointer(&msgs[0]), len(msgs), unix.MSG_DONTWAIT)
 }
 
 // readv reads one frame into iov; it returns EAGAIN when none is waiting.
 func readv(fd int, iov []unix.Iovec) (int, error) {
-	for {
-		n, _, e := unix.Syscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(n), nil
-	}
+	return vectorCall(unix.SYS_READV, fd, unsafe.Pointer(&iov[0]), len(iov), 0)
 }
 
 // writev writes one frame gathered from iov.
 func writev(fd int, iov []unix.Iovec) (int, error) {
-	for {
-		n, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(n), nil
-	}
+	return vectorCall(unix.SYS_WRITEV, fd, unsafe.Pointer(&iov[0]), len(iov), 0)
 }

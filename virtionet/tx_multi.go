@@ -1,8 +1,6 @@
 package virtionet
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices"
@@ -94,19 +92,4 @@ func (w *worker) flushTx() int {
 	}
 	g.heads, g.lens, g.spans, g.iovs, g.bytes = g.heads[:0], g.lens[:0], g.spans[:0], g.iovs[:0], 0
 	return sent
-}
-
-// sendmmsg sends msgs, returning how many went.
-func sendmmsg(fd int, msgs []mmsghdr) (int, error) {
-	for {
-		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)),
-			unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return 0, e
-		}
-		return int(n), nil
-	}
 }
