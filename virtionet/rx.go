@@ -114,11 +114,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 		q.Rewind(uint16(k))
 	}
 	if frames > 0 {
-		c.batch(frames)
-		if w.trace != nil {
-			w.trace.event("rx", "batch", "", frames)
-		}
-		w.publish(rxQueue)
+		w.endRxBatch(frames)
 	}
 	return res
 }
@@ -238,4 +234,14 @@ func (w *worker) writeAt(ch rxChain, off int, b []byte) {
 		k := copy(buf[off:], b)
 		b, off = b[k:], 0
 	}
+}
+
+// endRxBatch closes one rx batch: the batch histogram, one used-index
+// publish and at most one interrupt, whichever way the frames were read.
+func (w *worker) endRxBatch(frames int) {
+	w.d.counters[rxQueue].batch(frames)
+	if w.trace != nil {
+		w.trace.event("rx", "batch", "", frames)
+	}
+	w.publish(rxQueue)
 }

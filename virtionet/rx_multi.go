@@ -69,11 +69,7 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 		q.Rewind(uint16(k))
 	}
 	if n > 0 {
-		c.batch(frames)
-		if w.trace != nil {
-			w.trace.event("rx", "batch", "", frames)
-		}
-		w.publish(rxQueue)
+		w.endRxBatch(frames)
 	}
 	switch {
 	case errors.Is(err, unix.EAGAIN):
