@@ -141,6 +141,14 @@ func Run(o Options) (*Results, error) {
 			row.FramesPerBatch = median(runs[i], func(b BatchRow) float64 { return b.FramesPerBatch })
 			row.NsPerFrame = median(runs[i], func(b BatchRow) float64 { return b.NsPerFrame })
 			row.NoBuffersPerS = median(runs[i], func(b BatchRow) float64 { return b.NoBuffersPerS })
+			for _, run := range runs[i] {
+				for size, n := range run.Batches {
+					if row.Batches == nil {
+						row.Batches = map[string]uint64{}
+					}
+					row.Batches[size] += n
+				}
+			}
 			r.Seed004 = append(r.Seed004, row)
 		}
 		printSeed004(o, r.Seed004)

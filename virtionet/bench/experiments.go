@@ -34,6 +34,9 @@ type BatchRow struct {
 	Mergeable      bool    `json:"mrg_rxbuf"`
 	PPS            float64 `json:"rx_pps"`
 	FramesPerBatch float64 `json:"frames_per_batch"`
+	// Batches is the rx batch-size histogram (summed over the runs of a
+	// table row).
+	Batches map[string]uint64 `json:"batches,omitempty"`
 	// NsPerFrame is the worker thread's CPU time per frame.
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
 	// NoBuffersPerS is how often per second the guest's rx ring ran dry.
@@ -148,6 +151,7 @@ func seed004(backend string, batch int, mergeable bool, d time.Duration) (BatchR
 	}
 	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
 	row.FramesPerBatch = framesPerBatch(m.queue)
+	row.Batches = m.queue.Batches
 	row.NoBuffersPerS = m.noBuffersPerS
 	return row, nil
 }

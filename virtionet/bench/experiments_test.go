@@ -32,8 +32,10 @@ func TestExperimentsMeasure(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("seed 004: %+v", row)
-			if row.PPS <= 0 || (b == 1 && row.FramesPerBatch != 1) {
-				t.Errorf("seed 004 row %+v", row)
+			// Counters are read while the worker runs, so frames/batches may
+			// be off by a frame in flight; the histogram is exact.
+			if row.PPS <= 0 || (b == 1 && !onlyBatchesOfOne(row.Batches)) {
+				t.Errorf("seed 004 row %+v, batches %v", row, row.Batches)
 			}
 		}
 	}
@@ -66,4 +68,13 @@ func TestBackendMechanismsMeasure(t *testing.T) {
 			t.Errorf("row %+v", row)
 		}
 	}
+}
+
+func onlyBatchesOfOne(h map[string]uint64) bool {
+	for k, n := range h {
+		if k != "1" && n > 0 {
+			return false
+		}
+	}
+	return h["1"] > 0
 }
