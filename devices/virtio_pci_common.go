@@ -219,7 +219,8 @@ func (t *VirtioPCI) activateLocked() error {
 		if pq.enabled {
 			q = &Queue{
 				Size: pq.size, MaxSize: pq.maxSize, DescAddr: pq.desc, AvailAddr: pq.driver, UsedAddr: pq.device,
-				Ready: true, EventIdx: t.drvFeatures&FeatureEventIdx != 0, Mem: t.mem,
+				Ready: true, EventIdx: t.drvFeatures&FeatureEventIdx != 0,
+				Indirect: t.drvFeatures&FeatureIndirectDesc != 0, Mem: t.mem,
 			}
 		}
 		var irq Interrupt

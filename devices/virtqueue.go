@@ -70,6 +70,7 @@ type Queue struct {
 	UsedAddr  uint64
 	Ready     bool
 	EventIdx  bool // VIRTIO_RING_F_EVENT_IDX negotiated
+	Indirect  bool // VIRTIO_RING_F_INDIRECT_DESC negotiated: without it an indirect descriptor is an error
 	Mem       Memory
 
 	// AvailEventAhead makes EnableNotify ask for a kick only once the
@@ -278,6 +279,8 @@ func (q *Queue) walk(head uint16) ([]Desc, error) {
 
 		if flags&DescFIndirect != 0 {
 			switch {
+			case !q.Indirect:
+				return nil, q.fail("chain from head %d: descriptor %d is INDIRECT, which the driver did not negotiate", head, idx)
 			case indirect:
 				return nil, q.fail("chain from head %d: an indirect table inside an indirect table", head)
 			case flags&DescFNext != 0:

@@ -49,7 +49,8 @@ func fuzzBody(t *testing.T, data []byte, availIdx uint16, sizeLog uint8, eventId
 	binary.LittleEndian.PutUint16(mem[fuzzAvail+2:], availIdx)
 	binary.LittleEndian.PutUint16(mem[fuzzAvail+4+2*int(size):], usedEvent)
 	q := &devices.Queue{Size: size, MaxSize: 64, DescAddr: fuzzDesc, AvailAddr: fuzzAvail,
-		UsedAddr: fuzzUsed, Ready: true, EventIdx: eventIdx, Mem: mem}
+		UsedAddr: fuzzUsed, Ready: true, EventIdx: eventIdx, Mem: mem,
+		Indirect: sizeLog&0x80 == 0} // sizeLog's top bit: INDIRECT_DESC not negotiated
 	q.EnableNotify()
 	for i := 0; i < 2*int(size)+2; i++ {
 		c, ok, err := q.Pop()

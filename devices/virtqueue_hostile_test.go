@@ -125,6 +125,7 @@ func TestHostileChains(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, r, q := newRing(t, size, virtiotest.RingOptions{})
+			q.Indirect = true // the indirect cases must fail for their own reason
 			tc.build(r, uint64(len(d.Mem)))
 			if !q.HasAvail() {
 				t.Fatal("HasAvail = false; a broken queue must report true so Pop reports the error")
@@ -149,6 +150,18 @@ func TestHostileChains(t *testing.T) {
 			q.EnableNotify()
 			q.DisableNotify()
 		})
+	}
+}
+
+// TestIndirectNeedsTheFeature: a driver that did not negotiate
+// INDIRECT_DESC must not send an indirect descriptor (virtio 1.2, 2.7.5.3.1).
+func TestIndirectNeedsTheFeature(t *testing.T) {
+	_, r, q := newRing(t, 8, virtiotest.RingOptions{})
+	r.WriteIndirect(r.BufAddr(1), []virtiotest.RawDesc{{Addr: r.BufAddr(3), Len: 1}})
+	r.WriteDesc(0, virtiotest.RawDesc{Addr: r.BufAddr(1), Len: 16, Flags: indirect})
+	r.PushAvail(0)
+	if _, ok, err := q.Pop(); ok || !errors.Is(err, devices.ErrQueueBroken) {
+		t.Fatalf("Pop = ok %v, err %v; want ErrQueueBroken", ok, err)
 	}
 }
 

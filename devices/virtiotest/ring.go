@@ -172,7 +172,7 @@ func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
 	}
 	r.devq = &devices.Queue{
 		Size: size, MaxSize: size, DescAddr: r.DescAddr, AvailAddr: r.AvailAddr, UsedAddr: r.UsedAddr,
-		Ready: true, EventIdx: opts.EventIdx, Mem: d.Mem,
+		Ready: true, EventIdx: opts.EventIdx, Indirect: opts.Indirect > 0, Mem: d.Mem,
 	}
 	d.rings = append(d.rings, r)
 	return r, nil
