@@ -33,6 +33,10 @@ type Plan struct {
 	Commands []string
 	// ProbeExits is how many port-I/O exits kvmprobe times first; 0 skips it.
 	ProbeExits int
+	// QEMU, when set, is the host's QEMU binary (a path or a name in $PATH)
+	// to put into L1 with its libraries and the data QEMUData names, so the
+	// bench can run QEMU on L1's KVM. Off by default: it adds ~35 MB.
+	QEMU string
 }
 
 // probeDeadline bounds kvmprobe in L1; a healthy run takes a few seconds.
@@ -134,6 +138,15 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 	}
 	files = append(files, guest...)
 	files = append(files, File{Dest: Repo + "/go.mod", Src: filepath.Join(repo, "go.mod"), Mode: 0o644})
+
+	if p.QEMU != "" {
+		logf("adding %s, its libraries and data", p.QEMU)
+		qemu, err := QEMUFiles(p.QEMU, QEMUData)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, qemu...)
+	}
 
 	if bb, err := exec.LookPath("busybox"); err == nil {
 		files = append(files, File{Dest: "/bin/busybox", Src: bb, Mode: 0o755})

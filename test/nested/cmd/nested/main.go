@@ -5,7 +5,8 @@
 //
 // Arguments after -- are a tinyvmm command line run after the tests; each
 // -run is one more command line run after that (e.g. -run 'busybox base64
-// /tmp/tx.prof'). It exits with L1's status: 0 when kvmprobe, every test
+// /tmp/tx.prof'); -with-qemu puts the host's QEMU into L1 (for bench e2e's
+// QEMU column). It exits with L1's status: 0 when kvmprobe, every test
 // binary, tinyvmm and every -run command passed.
 package main
 
@@ -37,6 +38,7 @@ func main() {
 	testTimeout := flag.Duration("test-timeout", 10*time.Minute, "bound on each test binary inside L1")
 	probe := flag.Int("probe-exits", 10000, "port-I/O exits kvmprobe times first (0: skip kvmprobe)")
 	keep := flag.Bool("keep", false, "keep the scratch directory with the initramfs")
+	withQEMU := flag.Bool("with-qemu", false, "put the host's "+nested.QEMUBinary+" (libraries, bench firmware) into L1")
 	flag.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
 	flag.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	flag.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
@@ -67,6 +69,9 @@ func main() {
 		Tinyvmm:     flag.Args(),
 		Commands:    runs,
 		ProbeExits:  *probe,
+	}
+	if *withQEMU {
+		plan.QEMU = nested.QEMUBinary
 	}
 	start := time.Now()
 	files, lines, err := nested.Assemble(ctx, *repo, work, plan, logf)
