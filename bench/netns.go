@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 
-	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 )
 
 // TapName is the tap inside every bench namespace; HostCIDR is its address,
@@ -19,13 +19,13 @@ const (
 // namespace; Close removes the namespace and with it the tap. It needs no
 // iproute2 (netlink only), so it also works in a minimal nested L1.
 type Namespace struct {
-	*netnstest.NS
+	*scratchns.NS
 }
 
 // NewNamespace creates a namespace with a persistent tap (vnet_hdr) at
 // HostCIDR, up. On error nothing is left behind.
 func NewNamespace() (*Namespace, error) {
-	n, err := netnstest.New("tvbench")
+	n, err := scratchns.New("tvbench")
 	if err != nil {
 		return nil, fmt.Errorf("%v (run as root)", err)
 	}

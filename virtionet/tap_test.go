@@ -13,6 +13,7 @@ import (
 
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -23,7 +24,7 @@ var (
 )
 
 // openInNS makes the device on tap inside ns and returns its log lines.
-func openInNS(t *testing.T, ns *netnstest.NS, tap string) (*virtionet.Device, string) {
+func openInNS(t *testing.T, ns *scratchns.NS, tap string) (*virtionet.Device, string) {
 	t.Helper()
 	var log strings.Builder
 	var dev *virtionet.Device
@@ -41,7 +42,7 @@ func openInNS(t *testing.T, ns *netnstest.NS, tap string) (*virtionet.Device, st
 }
 
 // udpSocketIn binds a UDP socket to addr:port inside ns.
-func udpSocketIn(t *testing.T, ns *netnstest.NS, port int) int {
+func udpSocketIn(t *testing.T, ns *scratchns.NS, port int) int {
 	t.Helper()
 	var fd int
 	if err := ns.Do(func() error {

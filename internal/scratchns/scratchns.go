@@ -1,8 +1,8 @@
-// Package netnstest gives tests and benchmarks a network namespace of
+// Package scratchns gives tests and benchmarks a network namespace of
 // their own, with a tap and an address inside, so that no packet ever
 // touches the machine's own namespace. Close removes the namespace and
 // everything in it (the tap included).
-package netnstest
+package scratchns
 
 import (
 	"errors"
@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
-	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -211,23 +210,4 @@ func (n *NS) Close() error {
 		return fmt.Errorf("cannot delete namespace %s: %v", n.Name, err)
 	}
 	return nil
-}
-
-// Setup is New for tests: it skips with one line when namespaces are not
-// available and deletes the namespace in t.Cleanup, also on failure.
-func Setup(t testing.TB) *NS {
-	t.Helper()
-	if why := Usable(); why != "" {
-		t.Skip(why)
-	}
-	n, err := New("tvt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return n
 }

@@ -1,4 +1,4 @@
-package netnstest
+package scratchns_test
 
 import (
 	"strings"
@@ -6,10 +6,13 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 )
 
 func TestNamespaceWithTapIsIsolated(t *testing.T) {
-	n := Setup(t)
+	n := netnstest.Setup(t)
 	mac, err := n.AddTap("tap0", "10.0.2.1/24")
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +52,10 @@ func TestNamespaceWithTapIsIsolated(t *testing.T) {
 }
 
 func TestCloseRemovesNamespace(t *testing.T) {
-	if why := Usable(); why != "" {
+	if why := scratchns.Usable(); why != "" {
 		t.Skip(why)
 	}
-	n, err := New("tvt")
+	n, err := scratchns.New("tvt")
 	if err != nil {
 		t.Fatal(err)
 	}

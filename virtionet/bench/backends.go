@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/ethframe"
-	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 )
 
 // BackendRow compares ways of taking frames from the host kernel: how many
@@ -38,7 +38,7 @@ var mechanisms = []string{"tap readv loop", "af_packet recvmmsg 64"}
 // Syscalls counted are the reads (the sleeps are not).
 func backendRun(mech string, d time.Duration) (BackendRow, error) {
 	row := BackendRow{Mechanism: mech}
-	ns, err := netnstest.New("tvdev")
+	ns, err := scratchns.New("tvdev")
 	if err != nil {
 		return row, err
 	}

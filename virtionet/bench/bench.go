@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 )
 
 // Options of Run; the zero value of a field means its default.
@@ -81,7 +81,7 @@ func (o *Options) defaults() {
 // Run runs the experiments, interleaving the runs of each table's rows so
 // that drift on a shared machine spreads over all of them, and reports.
 func Run(o Options) (*Results, error) {
-	if why := netnstest.Usable(); why != "" {
+	if why := scratchns.Usable(); why != "" {
 		return nil, fmt.Errorf("the device benchmark %s (it makes its own network namespace and tap)", why)
 	}
 	o.defaults()

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -25,7 +25,7 @@ var (
 // guest. Its backend is a tap "tap0", or with AFPacket an AF_PACKET socket
 // on "vg0", one end of a veth pair whose other end "vh0" is the host's.
 type Env struct {
-	NS       *netnstest.NS
+	NS       *scratchns.NS
 	Dev      *virtionet.Device
 	Guest    *guestdrv.Guest
 	HostMAC  net.HardwareAddr
@@ -45,7 +45,7 @@ func NewAFPacketEnv(tuning virtionet.Tuning, features uint64) (*Env, error) {
 }
 
 func newEnv(afPacket bool, tuning virtionet.Tuning, features uint64) (*Env, error) {
-	ns, err := netnstest.New("tvdev")
+	ns, err := scratchns.New("tvdev")
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 	"tinyvmm/virtionet"
 )
 
 func skipUnlessNetns(t testing.TB) {
-	if why := netnstest.Usable(); why != "" {
+	if why := scratchns.Usable(); why != "" {
 		t.Skip(why)
 	}
 }
