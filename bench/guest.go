@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tinyvmm/internal/syncbuf"
 )
 
 // VMM names a way to run the bench guest.
@@ -75,25 +76,7 @@ type guestProc struct {
 	done  chan error
 	mu    sync.Mutex
 	run   GuestRun
-	errb  lockedBuffer
-}
-
-// lockedBuffer collects the VMM's stderr while failure() may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	errb  syncbuf.Buffer
 }
 
 const keepLines = 40

@@ -3,28 +3,16 @@ package devices
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"tinyvmm/internal/syncbuf"
 )
 
 type countingInterrupt struct{ n atomic.Int32 }
 
 func (c *countingInterrupt) Trigger() error { c.n.Add(1); return nil }
-
-// lockedBuffer is a bytes.Buffer safe for the UART's writer and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func serialReg(s *Serial, off uint64) uint8 {
 	b := []byte{0xee}
@@ -35,7 +23,7 @@ func serialReg(s *Serial, off uint64) uint8 {
 func serialSet(s *Serial, off uint64, v uint8) { s.Write(off, []byte{v}) }
 
 func TestSerialOutputAndDivisorLatch(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	s := NewSerial(nil, &out)
 	serialSet(s, uartLCR, lcrDLAB|0x03)
 	serialSet(s, uartRBR, 0x01) // DLL, not output
@@ -65,7 +53,7 @@ func TestSerialOutputAndDivisorLatch(t *testing.T) {
 // TestSerialLoopbackProbe replays the Linux 8250 driver's loopback check:
 // MCR = LOOP|OUT2|RTS must read back as MSR = DCD|CTS (0x90).
 func TestSerialLoopbackProbe(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	s := NewSerial(nil, &out)
 	serialSet(s, uartMCR, mcrLoopback|0x0a)
 	if got := serialReg(s, uartMSR) & 0xf0; got != 0x90 {
@@ -117,7 +105,7 @@ func TestSerialInputRaisesInterruptWhenEnabled(t *testing.T) {
 
 func TestSerialTHREInterrupt(t *testing.T) {
 	irq := &countingInterrupt{}
-	s := NewSerial(irq, &lockedBuffer{})
+	s := NewSerial(irq, &syncbuf.Buffer{})
 	serialSet(s, uartIER, ierTHRE)
 	if irq.n.Load() != 1 {
 		t.Fatalf("enabling THRE interrupt raised %d", irq.n.Load())
@@ -183,7 +171,7 @@ func TestSerialFeedAndOverrun(t *testing.T) {
 }
 
 func TestSerialHostileAccessesDoNotPanic(t *testing.T) {
-	s := NewSerial(&countingInterrupt{}, &lockedBuffer{})
+	s := NewSerial(&countingInterrupt{}, &syncbuf.Buffer{})
 	for off := uint64(0); off < 16; off++ {
 		for _, n := range []int{0, 1, 2, 4, 8} {
 			b := make([]byte, n)

@@ -1,16 +1,15 @@
 package virtionet
 
 import (
-	"bytes"
 	"encoding/binary"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices/virtiotest"
+	"tinyvmm/internal/syncbuf"
 )
 
 // rig is a device on a socketpair, driven by the Go driver.
@@ -20,7 +19,7 @@ type rig struct {
 	rx, tx *virtiotest.Ring
 	dev    *Device
 	sp     *SocketPair
-	trace  *syncBuffer
+	trace  *traceBuffer
 	feat   uint64
 }
 
@@ -38,26 +37,11 @@ type rigOptions struct {
 // TestOneFramePerSyscall.
 var singleFrameMode bool
 
-// syncBuffer is an io.Writer safe for the worker and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// traceBuffer collects the device's trace for the test.
+type traceBuffer struct{ syncbuf.Buffer }
 
 // count returns how many trace lines contain all of words.
-func (s *syncBuffer) count(words ...string) int {
+func (s *traceBuffer) count(words ...string) int {
 	n := 0
 	for _, line := range strings.Split(s.String(), "\n") {
 		all := line != ""
@@ -90,7 +74,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	sp.SingleFrame = singleFrameMode
-	r := &rig{t: t, sp: sp, trace: &syncBuffer{}}
+	r := &rig{t: t, sp: sp, trace: &traceBuffer{}}
 	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace}, sp)
 	if err != nil {
 		t.Fatal(err)

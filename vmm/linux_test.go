@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
 )
 
@@ -38,7 +39,7 @@ func guestFile(t *testing.T, name string) string {
 // waitWriter collects console output and closes found once it contains
 // the text it waits for.
 type waitWriter struct {
-	syncBuffer
+	syncbuf.Buffer
 	want  string
 	found chan struct{}
 
@@ -48,7 +49,7 @@ type waitWriter struct {
 }
 
 func (w *waitWriter) Write(p []byte) (int, error) {
-	n, err := w.syncBuffer.Write(p)
+	n, err := w.Buffer.Write(p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last = append(w.last, p...)
@@ -73,7 +74,7 @@ func TestLinuxGuestRunsCommand(t *testing.T) {
 	kernel, initrd := guestFile(t, "vmlinux"), guestFile(t, "initramfs.cpio")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var console, log syncBuffer
+	var console, log syncbuf.Buffer
 	start := time.Now()
 	status, err := Run(ctx, Config{
 		Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 2,
@@ -112,7 +113,7 @@ func TestLinuxGuestKernelReachesInit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	console := &waitWriter{want: "Run /init", found: make(chan struct{})}
-	var log syncBuffer
+	var log syncbuf.Buffer
 	start := time.Now()
 	type result struct {
 		status int
@@ -167,7 +168,7 @@ func TestLinuxGuestFindsVirtioNet(t *testing.T) {
 	nc.MAC, _ = net.ParseMAC(mac)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var console, log syncBuffer
+	var console, log syncbuf.Buffer
 	var status int
 	var runErr error
 	err := ns.Do(func() error { // the tap is created inside the namespace
@@ -213,7 +214,7 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 			nc.Tap = "tvping0"
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			var console, log syncBuffer
+			var console, log syncbuf.Buffer
 			var status int
 			var runErr error
 			ns.Do(func() error {

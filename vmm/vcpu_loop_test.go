@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
 )
 
@@ -30,9 +31,9 @@ func (f *fakeExit) Regs() (kvm.Regs, error)          { return kvm.Regs{RIP: f.ri
 
 // testMachine is a machine with buses, a UART on COM1 and the exit device,
 // and no KVM.
-func testMachine(t *testing.T) (*machine, *syncBuffer) {
+func testMachine(t *testing.T) (*machine, *syncbuf.Buffer) {
 	t.Helper()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	m := &machine{stop: devices.NewStopOnce(), pio: devices.NewPIOBus(), mmio: devices.NewMMIOBus(), log: &out}
 	m.serial = devices.NewSerial(nil, &out)
 	m.pio.Register(devices.COM1Port, devices.SerialPorts, m.serial)

@@ -1,7 +1,6 @@
 package vmm
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
 )
 
@@ -201,26 +200,13 @@ func TestRunChecksFilesBeforeKVM(t *testing.T) {
 	}
 }
 
-// syncBuffer collects console output from the vCPU threads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func runTiny(t *testing.T, code []byte, pvh bool, cpus int, ctx context.Context) (int, error, string) {
 	t.Helper()
 	if h := kvm.Detect(); !h.Usable {
 		t.Skip(h.Why)
 	}
-	var console syncBuffer
-	var log syncBuffer
+	var console syncbuf.Buffer
+	var log syncbuf.Buffer
 	status, err := Run(ctx, Config{
 		KernelData: tinyELF(code, pvh), MemBytes: 64 << 20, CPUs: cpus,
 		Console: &console, Log: &log, Stats: "-",
