@@ -74,10 +74,10 @@ func detectSystems(o Options, host kvm.Host) map[System]systemState {
 	}
 	q := systemState{Label: "QEMU (KVM)", Comparable: true}
 	switch {
+	case qemuAccel(host) == "kvm":
 	case !host.Usable:
 		q = systemState{Label: "QEMU (TCG, not comparable)"}
-	case host.PVM:
-		// QEMU runs the guest at CPL0, in PVM's emulator: slower than TCG.
+	default:
 		q = systemState{Label: "QEMU (TCG; PVM host, not comparable)"}
 	}
 	if _, err := exec.LookPath(o.QEMU); err != nil {
@@ -85,6 +85,17 @@ func detectSystems(o Options, host kvm.Host) map[System]systemState {
 	}
 	st[SysQEMU] = q
 	return st
+}
+
+// qemuAccel is QEMU's -accel: kvm wherever /dev/kvm is hardware
+// virtualization, including the nested L1 of test/nested (real nested SVM).
+// On PVM QEMU's guest would run at CPL0 in PVM's instruction emulator,
+// slower than TCG.
+func qemuAccel(host kvm.Host) string {
+	if host.Usable && !host.PVM {
+		return "kvm"
+	}
+	return "tcg"
 }
 
 func fileMissing(p string) bool {
@@ -140,10 +151,7 @@ func RunE2E(o Options) (*Report, error) {
 		}
 		return p
 	}
-	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: "tcg"}
-	if host.Usable && !host.PVM {
-		cfg.QEMUAccel = "kvm"
-	}
+	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: qemuAccel(host)}
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
 	rep := newReport(o, host, detectSystems(o, host))

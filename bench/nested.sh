@@ -1,28 +1,37 @@
 #!/bin/sh
 # bench/nested.sh: the e2e benchmark inside the nested L1 (test/nested), for a
-# host without /dev/kvm. tinyvmm and the no-VM ceiling run in L1 (QEMU is not
-# there, so its column is skipped); tinyvmm's Go CPU profile of its last tx
-# run comes out through the console as base64 and is shown with pprof -top.
+# host without /dev/kvm. tinyvmm, the no-VM ceiling and QEMU (the host's
+# binary, put into L1 by -with-qemu, -accel kvm on L1's real /dev/kvm) run in
+# L1, interleaved; tinyvmm's Go CPU profile of its last tx run comes out
+# through the console as base64 and is shown with pprof -top.
 #
 #   bench/nested.sh [bench e2e flags]    # default: --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 #
-# Writes out/bench/nested.log, out/bench/nested-tx.prof and prints the table
-# and the profile's top 15. Under TCG both columns are emulated: only the
-# tinyvmm/ceiling ratio means anything.
+# Writes out/bench/nested.log, out/bench/nested-tx.prof, nested-e2e.json
+# (every run's numbers, guest kicks included) and prints the table
+# and the profile's top 15. Under TCG every column is emulated (both VMMs are
+# L1 processes on nested KVM): only the ratios mean anything.
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p out/bench
 log=out/bench/nested.log
 prof=out/bench/nested-tx.prof
+json=out/bench/nested-e2e.json
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 status=0
-go run ./test/nested/cmd/nested \
+go run ./test/nested/cmd/nested -with-qemu \
 	-run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox base64 /tmp/tx.prof' -run 'busybox echo NESTED-PROF-END' \
+	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' \
 	-- bench e2e --cpuprofile /tmp/tx.prof "$@" >"$log" 2>&1 || status=$?
 tr -d '\r' <"$log" | sed -n '/^tinyvmm bench e2e,/,/^wrote /p'
-# Between the markers: the base64 lines (l1init's NESTED-STEP lines are there too).
-tr -d '\r' <"$log" | awk '$0=="NESTED-PROF-END"{p=0} p{print} $0=="NESTED-PROF-BEGIN"{p=1}' |
-	grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
+# between NAME: the console lines between NESTED-NAME-BEGIN and -END,
+# without l1init's NESTED-STEP lines.
+between() {
+	tr -d '\r' <"$log" | awk -v b="NESTED-$1-BEGIN" -v e="NESTED-$1-END" '$0==e{p=0} p{print} $0==b{p=1}' |
+		grep -v '^NESTED-STEP '
+}
+between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
+between JSON >"$json" || true
 if [ -s "$prof" ]; then
 	go tool pprof -top -nodecount=15 "$prof" # Go profiles carry their symbols
 else

@@ -51,6 +51,27 @@ func TestParseInts(t *testing.T) {
 	}
 }
 
+// TestQEMUColumnFollowsTheHostsKVM: QEMU runs on KVM, and is compared,
+// exactly where /dev/kvm is hardware virtualization (as in the nested L1).
+func TestQEMUColumnFollowsTheHostsKVM(t *testing.T) {
+	o := DefaultOptions()
+	o.QEMU = os.Args[0]
+	for _, c := range []struct {
+		host       kvm.Host
+		accel      string
+		comparable bool
+	}{
+		{kvm.Host{Usable: true}, "kvm", true},
+		{kvm.Host{Usable: true, PVM: true}, "tcg", false},
+		{kvm.Host{Why: "no /dev/kvm"}, "tcg", false},
+	} {
+		q := detectSystems(o, c.host)[SysQEMU]
+		if a := qemuAccel(c.host); a != c.accel || q.Comparable != c.comparable || q.Skip != "" {
+			t.Errorf("%+v: accel %s, column %+v; want accel %s, comparable %v", c.host, a, q, c.accel, c.comparable)
+		}
+	}
+}
+
 // TestTableShowsSkippedFailedAndPartial renders a report without running
 // anything: a skipped system, a cell whose every run failed, and one with
 // one failed run out of three must each say so.

@@ -64,7 +64,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			return failed(err)
 		}
 		drops0 := backlogDrops()
-		var guestPPS, frames float64
+		var guestPPS, frames, kicks, stalls float64
 		if sys == SysCeiling {
 			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second)
 			if err != nil {
@@ -80,13 +80,16 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			}
 			// Frames the device took back (used), not merely offered.
 			guestPPS, frames = float64(run.Uint("pps")), float64(run.Uint("completed"))
+			// Notifies the guest wrote (each a VM exit) and its full-ring waits.
+			kicks, stalls = float64(run.Uint("kicks")), float64(run.Uint("stalls"))
 		}
 		time.Sleep(200 * time.Millisecond) // the last frames in flight
 		got := sink.Stop()
 		s := Sample{Value: got.PPS(), Detail: map[string]float64{
 			"sender_pps": guestPPS, "sent": frames, "received": float64(got.Good),
 			"corrupt": float64(got.Bad), "lost": float64(got.Lost), "reordered": float64(got.Reordered),
-			"sink_drops": float64(got.SocketDrops), "kernel_drops": float64(backlogDrops() - drops0)}}
+			"sink_drops": float64(got.SocketDrops), "kernel_drops": float64(backlogDrops() - drops0),
+			"guest_kicks": kicks, "guest_stalls": stalls}}
 		switch {
 		case got.Err != nil:
 			s.Err = got.Err.Error()
@@ -140,7 +143,9 @@ func (r *runner) rx(sys System, vmmArgs []string) Sample {
 		if err != nil {
 			return failed(err)
 		}
-		return rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent.Sent)
+		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent.Sent)
+		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
+		return s
 	})
 }
 

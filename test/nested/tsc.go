@@ -13,12 +13,18 @@ import (
 // tsc_khz = 0, and KVM in L1 never enters a guest (kvm_guest_time_update
 // re-requests KVM_REQ_CLOCK_UPDATE forever). Telling L1 the frequency with
 // tsc_early_khz= avoids the calibration altogether.
+//
+// Later, the clocksource watchdog compares the TSC with jiffies, whose ticks
+// TCG loses under load, marks the TSC unstable and switches L1 to jiffies:
+// every clock_gettime in L1 then moves in 4 ms steps (ping times of 0 us
+// and round tens of ms in bench e2e). The TSC is the host's, so tsc=reliable
+// keeps it.
 
-// tscParam returns "tsc_early_khz=N" for the host's TSC, or "" when the
-// frequency cannot be read.
+// tscParam returns "tsc_early_khz=N tsc=reliable" for the host's TSC, or ""
+// when the frequency cannot be read.
 func tscParam() string {
 	if khz := hostTSCkHz(); khz > 0 {
-		return "tsc_early_khz=" + strconv.Itoa(khz)
+		return "tsc_early_khz=" + strconv.Itoa(khz) + " tsc=reliable"
 	}
 	return ""
 }
