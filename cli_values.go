@@ -58,8 +58,8 @@ func formatSize(n uint64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N] (or
-// af_packet=IFNAME instead of tap=NAME: join a host interface).
+// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N][,io=uring]
+// (or af_packet=IFNAME instead of tap=NAME: join a host interface).
 type netsValue struct{ nets *[]vmm.NetConfig }
 
 func (v netsValue) String() string { return "" }
@@ -69,7 +69,7 @@ func (v netsValue) Set(s string) error {
 	for _, kv := range strings.Split(s, ",") {
 		key, val, ok := strings.Cut(kv, "=")
 		if !ok || val == "" {
-			return fmt.Errorf("--net %q: expected tap=NAME[,mac=MAC][,mtu=N]", s)
+			return fmt.Errorf("--net %q: expected tap=NAME[,mac=MAC][,mtu=N][,io=uring]", s)
 		}
 		switch key {
 		case "tap":
@@ -88,12 +88,20 @@ func (v netsValue) Set(s string) error {
 				return fmt.Errorf("--net mtu=%q is not a positive number", val)
 			}
 			n.MTU = mtu
+		case "io":
+			if val != virtionet.IOWritev && val != virtionet.IOUring {
+				return fmt.Errorf("--net io=%q: use writev (one system call per frame) or uring", val)
+			}
+			n.IO = val
 		default:
-			return fmt.Errorf("--net: unknown key %q; expected tap=NAME[,mac=MAC][,mtu=N]", key)
+			return fmt.Errorf("--net: unknown key %q; expected tap=NAME[,mac=MAC][,mtu=N][,io=uring]", key)
 		}
 	}
 	if (n.Tap == "") == (n.AFPacket == "") {
 		return fmt.Errorf("--net %q: give one of tap=NAME or af_packet=IFNAME", s)
+	}
+	if n.AFPacket != "" && n.IO == virtionet.IOUring {
+		return fmt.Errorf("--net %q: io=uring is for a tap; af_packet batches with sendmmsg already", s)
 	}
 	*v.nets = append(*v.nets, n)
 	return nil

@@ -23,6 +23,12 @@ const (
 	DefaultQueueSize       = 256
 )
 
+// The values of Config.IO.
+const (
+	IOWritev = "writev"
+	IOUring  = "uring"
+)
+
 // Config is what the VMM (and the CLI) hand to New.
 type Config struct {
 	// Tap is the tap interface to open or create.
@@ -30,6 +36,11 @@ type Config struct {
 	// AFPacket, instead of Tap, names a host interface that the guest
 	// joins through an AF_PACKET socket (--net af_packet=IFNAME).
 	AFPacket string
+	// IO is how the worker moves frames on a tap (--net ...,io=): IOWritev
+	// (or "") is one writev per frame; IOUring sends each group of tx
+	// chains with one io_uring_enter, and falls back to writev, with a
+	// notice, where io_uring is unavailable. af_packet always batches.
+	IO string
 	// MAC is the guest's MAC; nil means a stable one derived from Tap.
 	MAC net.HardwareAddr
 	// MTU offered to the guest (VIRTIO_NET_F_MTU); 0 means 1500.
@@ -92,6 +103,16 @@ func (c Config) normalized() (Config, error) {
 		if v < 0 {
 			return c, fmt.Errorf("net %s: weights, rx batch and notify threshold must not be negative", c.Tap)
 		}
+	}
+	switch c.IO {
+	case "", IOWritev:
+		c.IO = IOWritev
+	case IOUring:
+		if c.AFPacket != "" {
+			return c, fmt.Errorf("net %s: io=uring is for a tap; af_packet batches with sendmmsg already", c.Tap)
+		}
+	default:
+		return c, fmt.Errorf("net %s: io %q: use writev or uring", c.Tap, c.IO)
 	}
 	if c.MAC == nil {
 		c.MAC = DefaultMAC(c.Tap)

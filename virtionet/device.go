@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/uring"
 )
 
 // Queue indexes of the single queue pair.
@@ -32,6 +33,10 @@ type Device struct {
 
 	mu     sync.Mutex
 	worker *worker // the running worker, nil before Activate and after Reset
+
+	// ring is the io_uring of IO=uring, nil otherwise or when it failed.
+	// Only the running worker uses it; Close closes it after Reset.
+	ring *uring.Ring
 
 	workerTid      atomic.Int32  // the worker's OS thread while it runs
 	workerCPUStart atomic.Uint64 // that thread's CPU time when the worker started
@@ -89,12 +94,51 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Device{
+	d := &Device{
 		cfg:      cfg,
 		backend:  b,
 		features: offeredFeatures(b.Offloads()),
 		config:   configSpace(cfg.MAC, cfg.MTU),
-	}, nil
+	}
+	if cfg.IO == IOUring {
+		d.openRing()
+	}
+	return d, nil
+}
+
+// newRing is uring.New; tests replace it to see the fallback.
+var newRing = uring.New
+
+// openRing sets up the io_uring for IO=uring, or says in one line why the
+// device stays with one writev per frame.
+func (d *Device) openRing() {
+	if isMultiFrame(d.backend) {
+		return // sendmmsg batches already
+	}
+	r, err := newRing(maxTxGroup)
+	if err != nil {
+		d.cfg.Log("net %s: io_uring unavailable (%v); one writev per frame", d.cfg.Tap, err)
+		return
+	}
+	d.ring = r
+}
+
+// IO is how tx frames reach the backend: "uring", "sendmmsg" or "writev".
+func (d *Device) IO() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.ring != nil:
+		return IOUring
+	case isMultiFrame(d.backend):
+		return "sendmmsg"
+	}
+	return IOWritev
+}
+
+func isMultiFrame(b Backend) bool {
+	mf, ok := b.(MultiFramer)
+	return ok && mf.MultiFrame()
 }
 
 // MAC is the guest's MAC address.
@@ -158,15 +202,21 @@ func (d *Device) Reset() {
 	}
 }
 
-// Close resets the device and closes its backend.
+// Close resets the device and closes its backend (and ring).
 func (d *Device) Close() error {
 	d.Reset()
+	d.mu.Lock()
+	if d.ring != nil {
+		d.ring.Close()
+		d.ring = nil
+	}
+	d.mu.Unlock()
 	return d.backend.Close()
 }
 
 // Stats returns the device's counters; safe while the worker runs.
 func (d *Device) Stats() Stats {
-	return Stats{Tap: d.cfg.Tap, WorkerCPUNs: d.workerCPU(), Queues: []QueueStats{
+	return Stats{Tap: d.cfg.Tap, IO: d.IO(), WorkerCPUNs: d.workerCPU(), Queues: []QueueStats{
 		d.counters[rxQueue].snapshot("rx"),
 		d.counters[txQueue].snapshot("tx"),
 	}}

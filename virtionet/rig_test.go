@@ -2,6 +2,7 @@ package virtionet
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,11 @@ type rig struct {
 	dev    *Device
 	sp     *SocketPair
 	trace  *traceBuffer
+	log    *syncbuf.Buffer // the device's notices
 	feat   uint64
 }
+
+func (r *rig) logf(format string, args ...any) { fmt.Fprintf(r.log, format+"\n", args...) }
 
 type rigOptions struct {
 	features  uint64 // acked; 0 means all offered
@@ -36,6 +40,10 @@ type rigOptions struct {
 // writev (as a tap does) instead of batches per recvmmsg and sendmmsg; see
 // TestOneFramePerSyscall.
 var singleFrameMode bool
+
+// rigIO is newRig's Config.IO (with singleFrameMode, "uring" sends tx
+// groups through io_uring); see TestIOUringDatapath.
+var rigIO string
 
 // traceBuffer collects the device's trace for the test.
 type traceBuffer struct{ syncbuf.Buffer }
@@ -74,8 +82,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	sp.SingleFrame = singleFrameMode
-	r := &rig{t: t, sp: sp, trace: &traceBuffer{}}
-	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace}, sp)
+	r := &rig{t: t, sp: sp, trace: &traceBuffer{}, log: &syncbuf.Buffer{}}
+	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: rigIO, Log: r.logf}, sp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,6 +153,7 @@ func (w *worker) receive(capacity int) (int, error) {
 	var n int
 	var err error
 	direct := len(w.rxIov) > 0 && capacity >= w.maxFrame
+	c.syscalls.Add(1)
 	if direct {
 		n, err = readv(w.fd, w.rxIov)
 		if err == nil && n == capacity && capacity > w.maxFrame {

@@ -100,5 +100,6 @@ func (w *worker) recvChains() (int, error) {
 		w.mm[i].hdr.Iov = &p.iovs[ch.start]
 		w.mm[i].hdr.SetIovlen(ch.end - ch.start)
 	}
+	w.d.counters[rxQueue].syscalls.Add(1)
 	return recvmmsg(w.fd, w.mm[:len(p.chains)])
 }

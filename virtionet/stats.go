@@ -43,6 +43,7 @@ type queueCounters struct {
 	frames, bytes, kicks, interrupts atomic.Uint64
 	budgetPktHits, budgetByteHits    atomic.Uint64
 	noBuffers                        atomic.Uint64
+	syscalls                         atomic.Uint64 // readv, writev, recvmmsg, sendmmsg, io_uring_enter
 	drops                            [numDropReasons]atomic.Uint64
 	batches                          [batchBuckets]atomic.Uint64
 }
@@ -73,11 +74,16 @@ type QueueStats struct {
 	NoBuffers uint64 `json:"no_buffers,omitempty"`
 	// Batches is the histogram of frames per rx batch, keyed "1", "2-3", ...
 	Batches map[string]uint64 `json:"batches,omitempty"`
+	// Syscalls counts the system calls that moved this queue's frames
+	// (readv, writev, recvmmsg, sendmmsg, io_uring_enter).
+	Syscalls uint64 `json:"syscalls,omitempty"`
 }
 
 // Stats is a snapshot of the device's counters; it marshals to JSON.
 type Stats struct {
-	Tap    string       `json:"tap"`
+	Tap string `json:"tap"`
+	// IO is how tx frames reach the backend: writev, uring or sendmmsg.
+	IO     string       `json:"io,omitempty"`
 	Queues []QueueStats `json:"queues"`
 	// WorkerCPUNs is the CPU time the device's worker threads used.
 	WorkerCPUNs uint64 `json:"worker_cpu_ns,omitempty"`
@@ -99,7 +105,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 		Queue: name, Frames: c.frames.Load(), Bytes: c.bytes.Load(),
 		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
 		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
-		NoBuffers: c.noBuffers.Load(),
+		NoBuffers: c.noBuffers.Load(), Syscalls: c.syscalls.Load(),
 	}
 	for r := range c.drops {
 		if n := c.drops[r].Load(); n > 0 {
@@ -123,12 +129,15 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 // String is the text form printed by --stats.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "net %s: worker CPU %.3f s\n", s.Tap, float64(s.WorkerCPUNs)/1e9)
+	fmt.Fprintf(&b, "net %s: worker CPU %.3f s, tx by %s\n", s.Tap, float64(s.WorkerCPUNs)/1e9, s.IO)
 	for _, q := range s.Queues {
 		fmt.Fprintf(&b, "  %s: %d frames, %d bytes, %d kicks, %d interrupts, budget hits %d pkts / %d bytes",
 			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)
 		if q.NoBuffers > 0 {
 			fmt.Fprintf(&b, ", out of guest buffers %d times", q.NoBuffers)
+		}
+		if q.Syscalls > 0 {
+			fmt.Fprintf(&b, ", %.1f frames per system call", float64(q.Frames)/float64(q.Syscalls))
 		}
 		b.WriteString("\n")
 		for _, r := range sortedKeys(q.Drops) {

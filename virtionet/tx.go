@@ -15,12 +15,13 @@ const maxIov = 1024
 // a budget is used up; it returns true when it should run again without a
 // kick (requeue). Used entries are published every NotifyThreshold chains
 // and at the end of the run. Chains go out in units: one chain per writev,
-// or with a MultiFramer backend up to NotifyThreshold chains per sendmmsg.
+// or up to NotifyThreshold chains per sendmmsg (a MultiFramer backend) or
+// per io_uring_enter (IO=uring).
 func (w *worker) handleTx() (requeue bool) {
 	q, c := w.q[txQueue], &w.d.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
 	unit := 1
-	if w.multiFrame {
+	if w.txBatches() {
 		unit = min(thr, maxTxGroup)
 	}
 	q.DisableNotify()
@@ -104,7 +105,7 @@ func (w *worker) txUnit(limit, byteRoom int) (k, b int, empty bool, err error) {
 			w.trace.event("tx", "pop", "head", chain.Head, "bufs", len(chain.Bufs))
 		}
 		k++
-		if !w.multiFrame || !w.stageTx(chain) {
+		if !w.txBatches() || !w.stageTx(chain) {
 			b += w.flushTx() // keep the frames in order
 			b += w.transmit(chain)
 			q.AddUsed(chain.Head, 0)
@@ -142,6 +143,7 @@ func (w *worker) transmit(chain devices.Chain) int {
 		c.drop(DropTxShort)
 		return 0
 	}
+	c.syscalls.Add(1)
 	if _, err := writev(w.fd, w.iov); err != nil {
 		c.drop(DropTxWriteError)
 		return 0
@@ -169,6 +171,7 @@ func (w *worker) transmitLinear(chain devices.Chain) int {
 		return 0
 	}
 	w.iov = append(w.iov[:0], iovec(frame))
+	c.syscalls.Add(1)
 	if _, err := writev(w.fd, w.iov); err != nil {
 		c.drop(DropTxWriteError)
 		return 0

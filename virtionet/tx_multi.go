@@ -6,19 +6,24 @@ import (
 	"tinyvmm/devices"
 )
 
-// maxTxGroup bounds the chains sent with one sendmmsg.
+// maxTxGroup bounds the chains sent with one sendmmsg or io_uring_enter.
 const maxTxGroup = 64
 
-// txGroup is the tx chains staged for one sendmmsg: their heads, frame
-// lengths and buffers (iovecs into guest memory, vnet header first).
+// txGroup is the tx chains staged for one sendmmsg or io_uring_enter:
+// their heads, frame lengths and buffers (iovecs into guest memory, vnet
+// header first).
 type txGroup struct {
 	heads []uint16
 	lens  []int // without the vnet header
 	spans [][2]int
 	iovs  []unix.Iovec
 	mm    []mmsghdr
+	done  []bool // io_uring: the frame has its completion
 	bytes int
 }
+
+// txBatches says whether tx chains go out in groups.
+func (w *worker) txBatches() bool { return w.multiFrame || w.ring != nil }
 
 // stageTx adds a chain to the group, or returns false for a chain that
 // must go alone through transmit (to be dropped, or copied when it has more
@@ -52,14 +57,17 @@ func (w *worker) stageTx(chain devices.Chain) bool {
 	return true
 }
 
-// flushTx sends the staged chains with sendmmsg, adds them used, and
-// returns the frame bytes sent. A message the kernel refuses is a counted
-// drop; the rest still go.
+// flushTx sends the staged chains with sendmmsg (or through the ring),
+// adds them used, and returns the frame bytes sent. A message the kernel
+// refuses is a counted drop; the rest still go.
 func (w *worker) flushTx() int {
-	g, c, q := &w.txg, &w.d.counters[txQueue], w.q[txQueue]
+	g, c := &w.txg, &w.d.counters[txQueue]
 	n := len(g.heads)
 	if n == 0 {
 		return 0
+	}
+	if w.ring != nil {
+		return w.flushTxRing()
 	}
 	if len(g.mm) < n {
 		g.mm = make([]mmsghdr, maxTxGroup)
@@ -74,6 +82,7 @@ func (w *worker) flushTx() int {
 	}
 	sent := 0
 	for off := 0; off < n; {
+		c.syscalls.Add(1)
 		k, err := sendmmsg(w.fd, g.mm[off:n])
 		if err != nil || k == 0 {
 			c.drop(DropTxWriteError)
@@ -87,9 +96,15 @@ func (w *worker) flushTx() int {
 		}
 		off += k
 	}
+	w.endTxGroup()
+	return sent
+}
+
+// endTxGroup adds the group's chains used and empties it.
+func (w *worker) endTxGroup() {
+	g, q := &w.txg, w.q[txQueue]
 	for _, h := range g.heads {
 		q.AddUsed(h, 0)
 	}
 	g.heads, g.lens, g.spans, g.iovs, g.bytes = g.heads[:0], g.lens[:0], g.spans[:0], g.iovs[:0], 0
-	return sent
 }

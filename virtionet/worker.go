@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/uring"
 )
 
 // pollInterval is how soon the worker looks at the tx ring again while it
@@ -50,7 +51,8 @@ type worker struct {
 	rxIov      []unix.Iovec // the buffers gatherFrame lined up (a window on rx.iovs)
 	multiFrame bool         // the backend moves batches per recvmmsg/sendmmsg
 	mm         []mmsghdr    // recvmmsg: one header per pooled chain
-	txg        txGroup      // tx chains staged for one sendmmsg
+	txg        txGroup      // tx chains staged for one sendmmsg or io_uring_enter
+	ring       *uring.Ring  // IO=uring: the device's ring; nil for one writev per frame
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {
@@ -68,8 +70,9 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 	if w.fail == nil {
 		w.fail = func(error) {}
 	}
-	if mf, ok := d.backend.(MultiFramer); ok && mf.MultiFrame() {
-		w.multiFrame = true
+	w.multiFrame = isMultiFrame(d.backend)
+	if !w.multiFrame {
+		w.ring = d.ring
 	}
 	for i := range w.q {
 		q := a.Queues[i]

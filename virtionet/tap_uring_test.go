@@ -1,0 +1,86 @@
+package virtionet_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/ethframe"
+	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/syncbuf"
+	"tinyvmm/virtionet"
+	"tinyvmm/virtionet/guestdrv"
+)
+
+// A burst of datagrams from the guest reaches a host socket through a real
+// tap with io=uring, in order, several frames per io_uring_enter; then the
+// tap is deleted and every frame after is one counted drop.
+func TestTapIOUring(t *testing.T) {
+	ns := netnstest.Setup(t)
+	hostMAC, err := ns.AddTap("tap0", "10.0.2.1/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncbuf.Buffer
+	var dev *virtionet.Device
+	if err := ns.Do(func() error {
+		dev, err = virtionet.New(virtionet.Config{Tap: "tap0", Tuning: virtionet.DefaultTuning(), IO: virtionet.IOUring,
+			Log: func(f string, a ...any) { log.Write([]byte(f + "\n")) }})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if dev.IO() != virtionet.IOUring {
+		t.Skipf("io_uring unavailable here: %s", strings.TrimSpace(log.String()))
+	}
+	sock := udpSocketIn(t, ns, 9000)
+	g, err := guestdrv.New(dev, guestdrv.Options{IP: guestIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	const n = 32
+	for i := 0; i < n; i++ {
+		if !g.Queue(ethframe.AppendUDP(nil, hostMAC, g.MAC, guestIP, hostIP, 4000, 9000, []byte{byte(i)})) {
+			t.Fatalf("tx ring full at %d", i)
+		}
+	}
+	g.Kick()
+	buf := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		k, _, err := unix.Recvfrom(sock, buf, 0)
+		if err != nil || k != 1 || buf[0] != byte(i) {
+			t.Fatalf("datagram %d: %v %v\n%s", i, buf[:k], err, dev.Stats())
+		}
+	}
+	if s := dev.Stats().Queues[1]; s.Syscalls == 0 || s.Frames < 2*s.Syscalls {
+		t.Errorf("%d frames in %d system calls: not batched", s.Frames, s.Syscalls)
+	}
+
+	if err := ns.Do(func() error {
+		link, err := netlink.LinkByName("tap0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(link)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g.Wait(10 * time.Millisecond)
+	for i := 0; i < 4; i++ {
+		g.Queue(ethframe.AppendUDP(nil, hostMAC, g.MAC, guestIP, hostIP, 4000, 9000, nil))
+	}
+	g.Kick()
+	writeErrors := func() uint64 { return dev.Stats().Queues[1].Drops[virtionet.DropTxWriteError.String()] }
+	deadline := time.Now().Add(2 * time.Second)
+	for writeErrors() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if d := writeErrors(); d != 4 || dev.IO() != virtionet.IOUring {
+		t.Errorf("writes to a deleted tap: %d drops (want 4), io %s (want uring still)", d, dev.IO())
+	}
+}

@@ -1,0 +1,185 @@
+package virtionet
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/uring"
+)
+
+// skipUnlessUring skips where this kernel gives no io_uring.
+func skipUnlessUring(t *testing.T) {
+	t.Helper()
+	r, err := uring.New(4)
+	if err != nil {
+		t.Skipf("io_uring unavailable here: %v", err)
+	}
+	r.Close()
+}
+
+// uringRigMode makes newRig's device send tx groups through io_uring on a
+// backend that moves one frame per system call, as a tap does.
+func uringRigMode(t *testing.T) {
+	skipUnlessUring(t)
+	singleFrameMode, rigIO = true, IOUring
+	t.Cleanup(func() { singleFrameMode, rigIO = false, "" })
+}
+
+// The datapath tests again with IO=uring: budgets, the notification
+// threshold, EVENT_IDX and drops behave as with one writev per frame.
+func TestIOUringDatapath(t *testing.T) {
+	uringRigMode(t)
+	for name, test := range map[string]func(*testing.T){
+		"TxFramesReachBackend":     TestTxFramesReachBackend,
+		"TxIndirectChains":         TestTxIndirectChains,
+		"TxDrops":                  TestTxDropsShortFramesAndWritableBuffers,
+		"TxChainLongerThanIovMax":  TestTxChainLongerThanIovMax,
+		"TxPacketBudget":           TestTxPacketBudgetStopsRunAtExactlyN,
+		"TxByteBudget":             TestTxByteBudgetStopsRunAtExactlyB,
+		"TxUnlimitedWeight":        TestTxUnlimitedWeightIsOneRun,
+		"TxNotifyThreshold":        TestTxNotifyThresholdPublishesEveryN,
+		"TxBudgetRequeuesBehindRx": TestTxBudgetRequeuesBehindRx,
+		"InterruptSuppression":     TestInterruptSuppressionEventIdx,
+		"KickSuppression":          TestKickSuppressionAvailEvent,
+		"HostileTxChain":           TestHostileTxChainFailsOnlyTx,
+		"ResetReactivates":         TestResetStopsWorkerAndReactivates,
+		"HandlersStop":             TestHandlersStopWhenResetBegins,
+		"FrameIntoGuestBuffer":     TestRxFrameIntoGuestBuffer,
+		"Stats":                    TestStatsJSONAndText,
+	} {
+		t.Run(name, test)
+	}
+}
+
+// With IO=uring, tx chains go NotifyThreshold at a time through one
+// io_uring_enter each, in order.
+func TestTxGroupsPerIOUringEnter(t *testing.T) {
+	uringRigMode(t)
+	tun := DefaultTuning()
+	tun.NotifyThreshold = 8
+	r := newRig(t, rigOptions{tuning: tun})
+	if io := r.dev.IO(); io != IOUring {
+		t.Fatalf("device IO %q, want uring", io)
+	}
+	r.txBurst(20, 60)
+	r.activate()
+	for i := 0; i < 20; i++ {
+		if got := r.peerRead(); string(got) != string(r.txFrame(i, 60)) {
+			t.Fatalf("frame %d out of order or changed", i)
+		}
+	}
+	r.waitUsed(r.tx, 20, nil)
+	if a, b := r.trace.count("tx uring 8"), r.trace.count("tx uring 4"); a != 2 || b != 1 {
+		t.Errorf("io_uring groups: %d of 8 and %d of 4, want 2 and 1\n%s", a, b, r.trace.String())
+	}
+	if s := r.stats(txQueue); s.Frames != 20 || s.Syscalls != 3 {
+		t.Errorf("%d frames in %d system calls, want 20 in 3", s.Frames, s.Syscalls)
+	}
+	if st := r.dev.Stats(); st.IO != IOUring || !strings.Contains(st.String(), "6.7 frames per system call") {
+		t.Errorf("stats do not show the io_uring batches:\n%s", st)
+	}
+}
+
+// A write the backend refuses is one counted drop; the group's other
+// frames still go.
+func TestIOUringWriteErrorIsOneDrop(t *testing.T) {
+	uringRigMode(t)
+	feat := uint64(FeatVersion1 | FeatMAC | FeatEventIdx)
+	r := newRig(t, rigOptions{features: feat})
+	// A SOCK_SEQPACKET message over the send buffer fails with EMSGSIZE.
+	unix.SetsockoptInt(r.sp.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+	big := r.txFrame(1, 16000)
+	for _, out := range [][][]byte{{r.txFrame(0, 60)}, {big[:4000], big[4000:8000], big[8000:12000], big[12000:]}, {r.txFrame(2, 60)}} {
+		if _, err := r.tx.AddChain(out, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.activate()
+	r.waitUsed(r.tx, 3, nil)
+	if a, b := r.peerRead(), r.peerRead(); string(a) != string(r.txFrame(0, 60)) || string(b) != string(r.txFrame(2, 60)) {
+		t.Errorf("the two good frames did not arrive in order")
+	}
+	s := r.stats(txQueue)
+	if s.Frames != 2 || s.Drops[DropTxWriteError.String()] != 1 {
+		t.Errorf("%d frames, drops %v; want 2 and one write error", s.Frames, s.Drops)
+	}
+	if r.dev.IO() != IOUring {
+		t.Error("one refused frame made the device give up io_uring")
+	}
+}
+
+// Where io_uring cannot be set up, IO=uring says so once and the device
+// writes one frame per writev.
+func TestIOUringUnavailableFallsBack(t *testing.T) {
+	singleFrameMode, rigIO = true, IOUring
+	defer func() { singleFrameMode, rigIO = false, "" }()
+	newRing = func(uint32) (*uring.Ring, error) { return nil, errors.New("io_uring_setup: operation not permitted") }
+	defer func() { newRing = uring.New }()
+	r := newRig(t, rigOptions{})
+	if io := r.dev.IO(); io != IOWritev {
+		t.Errorf("device IO %q, want writev", io)
+	}
+	if log := r.log.String(); strings.Count(log, "\n") != 1 || !strings.Contains(log, "io_uring unavailable") {
+		t.Errorf("log %q, want one line saying io_uring is unavailable", log)
+	}
+	r.txBurst(4, 60)
+	r.activate()
+	r.waitUsed(r.tx, 4, nil)
+	if s := r.stats(txQueue); s.Frames != 4 || s.Syscalls != 4 {
+		t.Errorf("%d frames in %d system calls, want 4 in 4", s.Frames, s.Syscalls)
+	}
+}
+
+// A ring that fails under the worker (io_uring_enter on an fd that is no
+// longer a ring) makes the device go back to writev for good; no frame
+// is lost or sent twice.
+func TestIOUringFailureFallsBackToWritev(t *testing.T) {
+	uringRigMode(t)
+	r := newRig(t, rigOptions{})
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	if err := unix.Dup2(efd, r.dev.ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	r.txBurst(12, 60)
+	r.activate()
+	for i := 0; i < 12; i++ {
+		if got := r.peerRead(); string(got) != string(r.txFrame(i, 60)) {
+			t.Fatalf("frame %d out of order or changed", i)
+		}
+	}
+	r.waitUsed(r.tx, 12, nil)
+	if r.dev.IO() != IOWritev || !strings.Contains(r.log.String(), "io_uring failed") {
+		t.Errorf("device IO %q, log %q; want writev after a notice", r.dev.IO(), r.log.String())
+	}
+	var one [1]byte
+	if n, _, _ := unix.Recvfrom(r.sp.Peer, one[:], unix.MSG_DONTWAIT); n > 0 {
+		t.Error("a frame was sent twice")
+	}
+}
+
+func TestConfigIO(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Tap: "t0"}, ""},
+		{Config{Tap: "t0", IO: "uring"}, ""},
+		{Config{Tap: "t0", IO: "aio"}, `io "aio": use writev or uring`},
+		{Config{Tap: "v0", AFPacket: "v0", IO: "uring"}, "io=uring is for a tap"},
+	} {
+		c, err := tc.cfg.normalized()
+		if tc.want == "" && (err != nil || (tc.cfg.IO == "" && c.IO != IOWritev)) {
+			t.Errorf("%+v: %v, io %q", tc.cfg, err, c.IO)
+		}
+		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
