@@ -15,15 +15,19 @@ import (
 
 // benchCases are the backends and feature sets of the frames/s
 // benchmarks: a tap with everything it accepts or with no checksum/TSO
-// offloads, and af_packet (which has none); mergeable buffers in all.
+// offloads, the same with io=uring, and af_packet (which has none);
+// mergeable buffers in all.
 var benchCases = []struct {
 	name     string
 	afPacket bool
+	io       string
 	feat     uint64
 }{
-	{"tap/offloads=on", false, 0},
-	{"tap/offloads=off", false, rxFeatures | virtionet.FeatMrgRxBuf},
-	{"af_packet", true, rxFeatures | virtionet.FeatMrgRxBuf},
+	{"tap/offloads=on", false, "", 0},
+	{"tap/offloads=off", false, "", rxFeatures | virtionet.FeatMrgRxBuf},
+	{"tap+uring/offloads=on", false, virtionet.IOUring, 0},
+	{"tap+uring/offloads=off", false, virtionet.IOUring, rxFeatures | virtionet.FeatMrgRxBuf},
+	{"af_packet", true, "", rxFeatures | virtionet.FeatMrgRxBuf},
 }
 
 // waitFrames waits until counter() has grown by n, or 30 s.
@@ -42,7 +46,7 @@ func BenchmarkTx(b *testing.B) {
 	for _, oc := range benchCases {
 		for _, size := range []int{64, 1514} {
 			b.Run(fmt.Sprintf("%s/frame=%d", oc.name, size), func(b *testing.B) {
-				env, err := newEnv(oc.afPacket, virtionet.DefaultTuning(), oc.feat)
+				env, err := newEnvIO(oc.afPacket, oc.io, virtionet.DefaultTuning(), oc.feat)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -62,11 +66,13 @@ func BenchmarkTx(b *testing.B) {
 				go func() { defer wg.Done(); guestFlood(env.Guest, frame, &stop) }()
 				waitFrames(txFrames, 1000)
 				b.ResetTimer()
-				start, t0, c0 := txFrames(), time.Now(), cpu()
+				calls := func() uint64 { return env.Dev.Stats().Queues[1].Syscalls }
+				start, t0, c0, s0 := txFrames(), time.Now(), cpu(), calls()
 				waitFrames(txFrames, uint64(b.N))
 				n := float64(txFrames() - start)
 				b.ReportMetric(n/time.Since(t0).Seconds(), "frames/s")
 				b.ReportMetric(float64(cpu()-c0)/n, "worker-ns/frame")
+				b.ReportMetric(n/float64(calls()-s0), "frames/syscall")
 				b.StopTimer()
 				stop.Store(true)
 				wg.Wait()

@@ -45,12 +45,17 @@ func NewAFPacketEnv(tuning virtionet.Tuning, features uint64) (*Env, error) {
 }
 
 func newEnv(afPacket bool, tuning virtionet.Tuning, features uint64) (*Env, error) {
+	return newEnvIO(afPacket, "", tuning, features)
+}
+
+// newEnvIO is newEnv with the device's Config.IO ("uring" for io_uring).
+func newEnvIO(afPacket bool, io string, tuning virtionet.Tuning, features uint64) (*Env, error) {
 	ns, err := scratchns.New("tvdev")
 	if err != nil {
 		return nil, err
 	}
 	e := &Env{NS: ns, HostIf: "tap0", AFPacket: afPacket}
-	cfg := virtionet.Config{Tap: "tap0", Tuning: tuning}
+	cfg := virtionet.Config{Tap: "tap0", Tuning: tuning, IO: io}
 	if afPacket {
 		e.HostIf, cfg.AFPacket = "vh0", "vg0"
 		err = ns.AddVeth("vh0", "vg0")

@@ -161,7 +161,8 @@ type rate struct {
 	pps           float64              // frames per wall-clock second
 	nsPerFrame    float64              // worker CPU per frame
 	noBuffersPerS float64              // rx runs that found the guest's ring empty, per second
-	queue         virtionet.QueueStats // counters of the run (frames, batches)
+	queue         virtionet.QueueStats // counters of the run (frames, batches, system calls)
+	io            string               // the device's tx mechanism
 }
 
 // measure samples the device's counters of queue qi around d.
@@ -173,10 +174,11 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 	elapsed := time.Since(start)
 	q := s1.Queues[qi]
 	q.Frames -= s0.Queues[qi].Frames
+	q.Syscalls -= s0.Queues[qi].Syscalls
 	for k, v := range s0.Queues[qi].Batches {
 		q.Batches[k] -= v
 	}
-	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q,
+	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q, io: s1.IO,
 		noBuffersPerS: float64(q.NoBuffers-s0.Queues[qi].NoBuffers) / elapsed.Seconds()}
 	if q.Frames > 0 {
 		r.nsPerFrame = float64(s1.WorkerCPUNs-s0.WorkerCPUNs) / float64(q.Frames)
@@ -231,15 +233,15 @@ func seed000(thr int, d time.Duration) (ThresholdRow, error) {
 	row := ThresholdRow{Threshold: thr}
 	tun := virtionet.DefaultTuning()
 	tun.NotifyThreshold = thr
-	m, err := txRate(tun, 0, otherMAC, 64, d)
+	m, err := txRate("", tun, 0, otherMAC, 64, d)
 	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
 	return row, err
 }
 
 // txRate has the guest flood frameLen-byte UDP frames to dst for d and
-// measures what the device wrote to the tap.
-func txRate(tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
-	env, err := NewEnv(tun, feat)
+// measures what the device wrote to the tap, with the device's Config.IO.
+func txRate(io string, tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
+	env, err := newEnvIO(false, io, tun, feat)
 	if err != nil {
 		return rate{}, err
 	}

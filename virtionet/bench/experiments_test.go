@@ -49,7 +49,7 @@ func TestExperimentsMeasure(t *testing.T) {
 			t.Errorf("seed 000 row %+v", row)
 		}
 	}
-	pps, err := txRate(virtionet.DefaultTuning(), 0, nil, 64, 300*time.Millisecond)
+	pps, err := txRate("", virtionet.DefaultTuning(), 0, nil, 64, 300*time.Millisecond)
 	t.Logf("tx to host socket: %.0f frames/s, %.0f worker ns/frame (%v)", pps.pps, pps.nsPerFrame, err)
 	if err != nil || pps.pps <= 0 || pps.nsPerFrame <= 0 {
 		t.Errorf("tx rate %+v, %v", pps, err)
@@ -66,6 +66,29 @@ func TestBackendMechanismsMeasure(t *testing.T) {
 		t.Logf("%+v", row)
 		if row.PPS <= 0 || row.FramesPerSyscall <= 0 || row.NsPerFrame <= 0 {
 			t.Errorf("row %+v", row)
+		}
+	}
+}
+
+// The device's tx mechanisms: writev moves one frame per system call,
+// io_uring a group of them per io_uring_enter.
+func TestTxMechanismsMeasure(t *testing.T) {
+	skipUnlessNetns(t)
+	for _, m := range txMechanisms {
+		row, err := txMechRun(m, 64, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%+v", row)
+		if row.PPS <= 0 || row.NsPerFrame <= 0 || row.FramesPerSyscall <= 0 {
+			t.Errorf("row %+v", row)
+		}
+		// Counters are read while the worker runs: a frame in flight.
+		if m == "tap writev" && row.FramesPerSyscall > 1.01 {
+			t.Errorf("writev moved %.2f frames per system call", row.FramesPerSyscall)
+		}
+		if m == "tap io_uring" && row.IO == "uring" && row.FramesPerSyscall < 1.5 {
+			t.Errorf("io_uring moved only %.2f frames per system call", row.FramesPerSyscall)
 		}
 	}
 }
