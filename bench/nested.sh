@@ -6,6 +6,7 @@
 # through the console as base64 and is shown with pprof -top.
 #
 #   bench/nested.sh [bench e2e flags]    # default: --runs 3 --secs 2 --kicks 1,32 --weights 0,256
+#   NESTED_SMP=2 bench/nested.sh         # L1 with 2 CPUs (default 1)
 #
 # Writes out/bench/nested.log, out/bench/nested-tx.prof, nested-e2e.json
 # (every run's numbers, guest kicks included) and prints the table
@@ -19,16 +20,17 @@ prof=out/bench/nested-tx.prof
 json=out/bench/nested-e2e.json
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 status=0
-go run ./test/nested/cmd/nested -with-qemu \
+go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" \
 	-run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox base64 /tmp/tx.prof' -run 'busybox echo NESTED-PROF-END' \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' \
 	-- bench e2e --cpuprofile /tmp/tx.prof "$@" >"$log" 2>&1 || status=$?
 tr -d '\r' <"$log" | sed -n '/^tinyvmm bench e2e,/,/^wrote /p'
 # between NAME: the console lines between NESTED-NAME-BEGIN and -END,
-# without l1init's NESTED-STEP lines.
+# without l1init's NESTED-STEP reports (one follows a file's last line
+# directly when the file does not end in a newline).
 between() {
 	tr -d '\r' <"$log" | awk -v b="NESTED-$1-BEGIN" -v e="NESTED-$1-END" '$0==e{p=0} p{print} $0==b{p=1}' |
-		grep -v '^NESTED-STEP '
+		sed -e '/^NESTED-STEP /d' -e 's/NESTED-STEP status=.*$//'
 }
 between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
 between JSON >"$json" || true

@@ -24,6 +24,10 @@ type Machine struct {
 	CPU string
 	// MemMB is L1's memory; 2048 when zero.
 	MemMB int
+	// CPUs is L1's CPU count; 1 when zero. With more, TCG runs them on
+	// host threads in parallel (MTTCG), so a VMM's vCPU and its device
+	// worker need not take turns on one CPU.
+	CPUs int
 	// Append is added to the kernel command line (kvm_amd.npt=0, ...).
 	Append string
 	// Output receives the console, line by line, as it comes.
@@ -97,7 +101,7 @@ func Boot(ctx context.Context, m Machine) (Result, error) {
 }
 
 func bootOnce(ctx context.Context, m Machine) (Result, error) {
-	cpu, mem := m.CPU, m.MemMB
+	cpu, mem, cpus := m.CPU, m.MemMB, max(m.CPUs, 1)
 	if cpu == "" {
 		cpu = DefaultCPU
 	}
@@ -114,7 +118,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	}
 	// No network device at all: L1 builds its own taps and namespaces.
 	args := []string{
-		"-accel", "tcg", "-cpu", cpu, "-smp", "1", "-m", strconv.Itoa(mem),
+		"-accel", "tcg", "-cpu", cpu, "-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
 		"-nic", "none", "-no-reboot",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,

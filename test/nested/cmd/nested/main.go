@@ -33,6 +33,7 @@ func main() {
 	kernel := flag.String("kernel", "", "L1 kernel (default: out/guest/bzImage of the repository)")
 	cpu := flag.String("cpu", nested.DefaultCPU, "QEMU -cpu for L1")
 	mem := flag.Int("mem", 2048, "L1 memory in MiB")
+	smp := flag.Int("smp", 1, "L1 CPUs (TCG runs them on parallel host threads)")
 	appendArgs := flag.String("append", "", "extra L1 kernel command line")
 	timeout := flag.Duration("timeout", 25*time.Minute, "bound on the whole run, build included")
 	testTimeout := flag.Duration("test-timeout", 10*time.Minute, "bound on each test binary inside L1")
@@ -46,6 +47,9 @@ func main() {
 
 	if *kernel == "" {
 		*kernel = filepath.Join(*repo, "out", "guest", "bzImage")
+	}
+	if *smp < 1 || *smp > 64 {
+		fail(fmt.Sprintf("-smp %d: want 1..64 CPUs", *smp))
 	}
 	if why := nested.Missing(*kernel); why != "" {
 		fail(why)
@@ -82,11 +86,11 @@ func main() {
 	if err := writeInitramfs(initramfs, files, lines); err != nil {
 		fail(err.Error())
 	}
-	logf("built in %v; booting L1 (%s, -cpu %s) under TCG; plan:\n  %s",
-		time.Since(start).Round(time.Second), *kernel, *cpu, strings.Join(lines, "\n  "))
+	logf("built in %v; booting L1 (%s, -cpu %s, %d CPU(s)) under TCG; plan:\n  %s",
+		time.Since(start).Round(time.Second), *kernel, *cpu, *smp, strings.Join(lines, "\n  "))
 
 	res, err := nested.Boot(ctx, nested.Machine{
-		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, Append: *appendArgs, Output: os.Stdout,
+		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: os.Stdout,
 	})
 	if err != nil {
 		fail(err.Error())
