@@ -64,7 +64,7 @@ func (w *worker) handleRx() (requeue bool) {
 // rxBatch reads up to RxBatch frames, then publishes the used entries once
 // and signals the guest at most once.
 func (w *worker) rxBatch(pkts, bytes *int) rxResult {
-	if w.multiFrame {
+	if w.multiFrame || w.ring != nil {
 		if res, handled := w.rxBatchMulti(pkts, bytes); handled {
 			return res
 		}

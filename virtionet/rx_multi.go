@@ -7,9 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rxBatchMulti is rxBatch for a MultiFramer backend: it pops up to a batch
-// of chains first (pre-parsed guest buffers), reads as many frames as wait
-// with one recvmmsg, one frame per chain, then publishes once and signals
+// rxBatchMulti is rxBatch for a MultiFramer backend (or a tap with
+// IO=uring): it pops up to a batch of chains first (pre-parsed guest
+// buffers), reads as many frames as wait with one recvmmsg (or one
+// io_uring_enter), one frame per chain, then publishes once and signals
 // once. handled is false when the next chain cannot hold a whole frame
 // (small mergeable buffers): the caller then reads frame by frame.
 func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
@@ -40,7 +41,13 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 	if len(p.chains) == 0 {
 		return rxNoBuffers, true
 	}
-	n, err := w.recvChains()
+	var n int
+	var err error
+	if w.ring != nil {
+		n, err = w.readChains()
+	} else {
+		n, err = w.recvChains()
+	}
 	if (err == nil && (n == 0 || w.mm[0].len == 0)) || errors.Is(err, unix.EBADFD) {
 		n, err = 0, errBackendEOF
 	}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/uring"
 )
 
@@ -29,7 +30,8 @@ func uringRigMode(t *testing.T) {
 }
 
 // The datapath tests again with IO=uring: budgets, the notification
-// threshold, EVENT_IDX and drops behave as with one writev per frame.
+// threshold, rx batches, EVENT_IDX and drops behave as with one system
+// call per frame.
 func TestIOUringDatapath(t *testing.T) {
 	uringRigMode(t)
 	for name, test := range map[string]func(*testing.T){
@@ -47,8 +49,18 @@ func TestIOUringDatapath(t *testing.T) {
 		"HostileTxChain":           TestHostileTxChainFailsOnlyTx,
 		"ResetReactivates":         TestResetStopsWorkerAndReactivates,
 		"HandlersStop":             TestHandlersStopWhenResetBegins,
-		"FrameIntoGuestBuffer":     TestRxFrameIntoGuestBuffer,
 		"Stats":                    TestStatsJSONAndText,
+		"RxFrameIntoGuestBuffer":   TestRxFrameIntoGuestBuffer,
+		"RxMergeableBuffers":       TestRxMergeableBuffers,
+		"RxWithoutMergeable":       TestRxWithoutMergeableUsesOneChainPerFrame,
+		"RxDropsTooLarge":          TestRxDropsFrameLargerThanBuffers,
+		"RxTruncatedFrameDropped":  TestRxBatchTruncatedFrameIsDropped,
+		"RxWaitsForBuffers":        TestRxWaitsForBuffers,
+		"RxPacketBudgetRequeues":   TestRxPacketBudgetRequeues,
+		"RxBatchPublishesOnce":     TestRxBatchPublishesOnceAndSignalsOnce,
+		"RxBatchOneIsPerFrame":     TestRxBatchOneIsPerFrame,
+		"HostileRxChains":          TestHostileRxChains,
+		"RxBackendEOF":             TestRxBackendEOFDoesNotSpin,
 	} {
 		t.Run(name, test)
 	}
@@ -181,5 +193,72 @@ func TestConfigIO(t *testing.T) {
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// Rx with IO=uring reads in waves, each one io_uring_enter twice as deep
+// as the one before, starting from the last batch's depth, until a read
+// finds the backend empty: 20 waiting frames take waves of 4, 8 and 16
+// reads, and make one batch (one publish, one interrupt). Without
+// GUEST_TSO every 2048-byte buffer holds a whole frame.
+func TestRxIOUringWaves(t *testing.T) {
+	uringRigMode(t)
+	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
+	r.rx.AddRxBuffers(64, 2048)
+	for i := 0; i < 20; i++ {
+		r.peerWrite(r.txFrame(i, 64))
+	}
+	r.activate()
+	var lens []uint32
+	r.waitUsed(r.rx, 20, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
+	for i, l := range lens {
+		if int(l) != r.hdrLen()+64 {
+			t.Fatalf("frame %d: used length %d", i, l)
+		}
+	}
+	if s := r.stats(rxQueue); s.Syscalls != 3 || s.Batches["16-31"] != 1 || len(s.Batches) != 1 {
+		t.Errorf("rx: %d system calls, batches %v; want 3 and one batch of 16-31\n%s", s.Syscalls, s.Batches, r.trace.String())
+	}
+	if n := r.rx.Irq.Count(); n != 1 {
+		t.Errorf("%d interrupts, want 1", n)
+	}
+}
+
+// A frame that lands after a read of the same wave found the backend
+// empty is moved down next to the others, so frames fill chains in order.
+func TestRxIOUringCompactsLateFrame(t *testing.T) {
+	uringRigMode(t)
+	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
+	r.rx.AddRxBuffers(4, 2048)
+	w, err := newWorker(r.dev, r.drv.Activation(r.feat, r.rx, r.tx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.closePoll()
+	w.q[rxQueue].DisableNotify()
+	for i := 0; i < 4; i++ {
+		if ok, err := w.popRx(); !ok || err != nil {
+			t.Fatalf("pop %d: %v %v", i, ok, err)
+		}
+	}
+	first, late := r.txFrame(0, 64), r.txFrame(1, 100)
+	w.writeAt(w.rx.chains[0], 0, first)
+	w.writeAt(w.rx.chains[2], 0, late)
+	eagain := -int32(unix.EAGAIN)
+	w.rxRes = []int32{int32(len(first)), eagain, int32(len(late)), eagain}
+	if n := w.compactRx(0, 4); n != 2 {
+		t.Fatalf("compactRx: %d frames, want 2", n)
+	}
+	if w.rxRes[1] != int32(len(late)) || w.rxRes[2] != eagain {
+		t.Errorf("results after compaction %v", w.rxRes)
+	}
+	got := make([]byte, len(late))
+	for i, off := 0, 0; off < len(got); i++ {
+		d := w.rx.descs[w.rx.chains[1].start+i]
+		buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
+		off += copy(got[off:], buf)
+	}
+	if string(got) != string(late) {
+		t.Error("the late frame did not move to the second chain")
 	}
 }

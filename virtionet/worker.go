@@ -53,6 +53,8 @@ type worker struct {
 	mm         []mmsghdr    // recvmmsg: one header per pooled chain
 	txg        txGroup      // tx chains staged for one sendmmsg or io_uring_enter
 	ring       *uring.Ring  // IO=uring: the device's ring; nil for one writev per frame
+	rxRes      []int32      // io_uring rx: each pooled chain's read result
+	rxWave     int          // io_uring rx: reads in the first wave of the next batch
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {
@@ -66,6 +68,7 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 		fd:        d.backend.Fd(),
 		done:      make(chan struct{}),
 		iov:       make([]unix.Iovec, 0, maxIov),
+		rxWave:    minRxWave,
 	}
 	if w.fail == nil {
 		w.fail = func(error) {}
