@@ -42,7 +42,7 @@ type Results struct {
 	Seed004 []BatchRow     `json:"seed004_rx_batch,omitempty"`
 	Seed000 []ThresholdRow `json:"seed000_notify_threshold,omitempty"`
 	Backend []BackendRow   `json:"backend_mechanisms,omitempty"`
-	TxMechs []TxMechRow    `json:"tx_mechanisms,omitempty"`
+	DevMech []DevMechRow   `json:"device_mechanisms,omitempty"`
 	Failed  []string       `json:"failed_runs,omitempty"`
 	Seconds float64        `json:"seconds"`
 }
@@ -192,8 +192,8 @@ func Run(o Options) (*Results, error) {
 				NsPerFrame:       median(runs[i], func(b BackendRow) float64 { return b.NsPerFrame })})
 		}
 		printBackends(o, r.Backend)
-		r.TxMechs = runTxMechs(o, fail)
-		printTxMechs(o, r.TxMechs)
+		r.DevMech = runDevMechs(o, fail)
+		printDevMechs(o, r.DevMech)
 	}
 	r.Seconds = time.Since(start).Seconds()
 	fmt.Fprintf(o.Out, "\n%d failed runs; %.0f s in all\n", len(r.Failed), r.Seconds)

@@ -88,7 +88,7 @@ func BenchmarkRx(b *testing.B) {
 	for _, oc := range benchCases {
 		for _, size := range []int{64, 1514} {
 			b.Run(fmt.Sprintf("%s/frame=%d", oc.name, size), func(b *testing.B) {
-				env, err := newEnv(oc.afPacket, virtionet.DefaultTuning(), oc.feat)
+				env, err := newEnvIO(oc.afPacket, oc.io, virtionet.DefaultTuning(), oc.feat)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -109,11 +109,13 @@ func BenchmarkRx(b *testing.B) {
 				go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
 				waitFrames(rxFrames, 1000)
 				b.ResetTimer()
-				start, t0, c0 := rxFrames(), time.Now(), cpu()
+				calls := func() uint64 { return env.Dev.Stats().Queues[0].Syscalls }
+				start, t0, c0, s0 := rxFrames(), time.Now(), cpu(), calls()
 				waitFrames(rxFrames, uint64(b.N))
 				n := float64(rxFrames() - start)
 				b.ReportMetric(n/time.Since(t0).Seconds(), "frames/s")
 				b.ReportMetric(float64(cpu()-c0)/n, "worker-ns/frame")
+				b.ReportMetric(n/float64(calls()-s0), "frames/syscall")
 				b.StopTimer()
 				stopSend.Store(true)
 				stopSink.Store(true)

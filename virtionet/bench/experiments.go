@@ -145,7 +145,7 @@ func seed004(backend string, batch int, mergeable bool, d time.Duration) (BatchR
 	if mergeable {
 		feat |= virtionet.FeatMrgRxBuf
 	}
-	m, err := rxRate(backend == "af_packet", tun, feat, 64, d)
+	m, err := rxRate(backend == "af_packet", "", tun, feat, 64, d)
 	if err != nil {
 		return row, err
 	}
@@ -187,9 +187,9 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 }
 
 // rxRate floods the guest from the host side for d and measures what the
-// guest received.
-func rxRate(afPacket bool, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
-	env, err := newEnv(afPacket, tun, feat)
+// guest received, with the device's Config.IO.
+func rxRate(afPacket bool, io string, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
+	env, err := newEnvIO(afPacket, io, tun, feat)
 	if err != nil {
 		return rate{}, err
 	}
