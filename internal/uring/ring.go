@@ -149,11 +149,11 @@ func (r *Ring) Readv(fd int, iov []unix.Iovec, userData uint64) bool {
 	return r.queue(opReadv, rwfNowait, fd, iov, userData)
 }
 
-// Writev queues a writev of iov to fd, like Readv. It is for fds whose
-// writes do not wait (a tap drops what it cannot queue): Submit waits for
-// its completion.
+// Writev queues a writev of iov to fd, like Readv: it never waits for
+// room either (a full socket answers -EAGAIN; a tap has room, it drops
+// what it cannot queue).
 func (r *Ring) Writev(fd int, iov []unix.Iovec, userData uint64) bool {
-	return r.queue(opWritev, 0, fd, iov, userData)
+	return r.queue(opWritev, rwfNowait, fd, iov, userData)
 }
 
 func (r *Ring) queue(op uint8, rwFlags uint32, fd int, iov []unix.Iovec, userData uint64) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -109,6 +110,33 @@ func TestReadvStopsWithEAGAIN(t *testing.T) {
 	}
 	if res[2] != -int32(unix.EAGAIN) {
 		t.Errorf("read of an empty non-blocking socket: res %d, want -EAGAIN", res[2])
+	}
+}
+
+// A write to a full socket completes with -EAGAIN at once: Submit never
+// waits for room.
+func TestWritevToFullSocketDoesNotWait(t *testing.T) {
+	r := newRing(t, 4)
+	fd, _ := seqpacket(t)
+	msg := []unix.Iovec{iov(make([]byte, 1000))}
+	for {
+		if _, err := unix.Writev(fd, [][]byte{make([]byte, 1000)}); err != nil {
+			break // full
+		}
+	}
+	r.Writev(fd, msg, 7)
+	done := make(chan int32, 1)
+	go func() {
+		r.Submit(1)
+		r.Reap(func(_ uint64, res int32) { done <- res })
+	}()
+	select {
+	case res := <-done:
+		if res != -int32(unix.EAGAIN) {
+			t.Errorf("write to a full socket: res %d, want -EAGAIN", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Submit waited for room in a full socket")
 	}
 }
 
