@@ -34,6 +34,7 @@ type rigOptions struct {
 	txBufSize uint32
 	size      uint16
 	indirect  int
+	backend   Backend // instead of the socketpair (which is still made)
 }
 
 // singleFrameMode makes newRig's backend move one frame per readv or
@@ -83,7 +84,11 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	sp.SingleFrame = singleFrameMode
 	r := &rig{t: t, sp: sp, trace: &traceBuffer{}, log: &syncbuf.Buffer{}}
-	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: rigIO, Log: r.logf}, sp)
+	var b Backend = sp
+	if o.backend != nil {
+		b = o.backend
+	}
+	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: rigIO, Log: r.logf}, b)
 	if err != nil {
 		t.Fatal(err)
 	}

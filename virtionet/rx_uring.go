@@ -46,9 +46,13 @@ func (w *worker) readChains() (int, error) {
 		}
 		got := w.compactRx(n, n+k)
 		if n += got; got < k {
-			if r := w.rxRes[n]; r < 0 {
+			switch r := w.rxRes[n]; {
+			case r == -int32(unix.EOPNOTSUPP):
+				w.dropRing(errRingUnsupported) // the rest go back; readv from now on
+				err = unix.EAGAIN
+			case r < 0:
 				err = unix.Errno(-r)
-			} else {
+			default:
 				err = errBackendEOF // a read of 0 bytes
 			}
 		}

@@ -1,11 +1,22 @@
 package virtionet
 
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// errRingUnsupported: the backend's fd refuses non-waiting requests
+// (-EOPNOTSUPP: no FMODE_NOWAIT, as on kernels whose tap lacks it), which
+// the ring needs so that no request is parked.
+var errRingUnsupported = errors.New("the backend takes no RWF_NOWAIT requests")
+
 // flushTxRing sends the staged chains as one writev request each through
 // the device's io_uring, with one io_uring_enter that waits for them all
 // (a tap write does not wait, so they complete inside it). A failed
 // request is a counted drop, as a failed writev is. If the ring itself
-// fails, the device goes back to one writev per frame for good, and the
-// frames the ring did not take go that way.
+// fails, or the backend refuses its requests, the device goes back to one
+// writev per frame for good, and the frames not sent go that way.
 func (w *worker) flushTxRing() int {
 	g, c := &w.txg, &w.d.counters[txQueue]
 	n := len(g.heads)
@@ -22,10 +33,14 @@ func (w *worker) flushTxRing() int {
 	}
 	calls, err := w.ring.Submit(queued)
 	c.syscalls.Add(uint64(calls))
-	sent := 0
+	sent, unsupported := 0, false
 	w.ring.Reap(func(i uint64, res int32) {
 		if i >= uint64(n) || g.done[i] {
 			return // not ours: cannot happen with a ring that waits for all
+		}
+		if res == -int32(unix.EOPNOTSUPP) {
+			unsupported = true // left for writev below
+			return
 		}
 		g.done[i] = true
 		if res < 0 {
@@ -36,6 +51,9 @@ func (w *worker) flushTxRing() int {
 		c.bytes.Add(uint64(g.lens[i]))
 		sent += g.lens[i]
 	})
+	if err == nil && unsupported {
+		err = errRingUnsupported
+	}
 	if err != nil {
 		w.dropRing(err)
 	}

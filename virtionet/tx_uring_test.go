@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -260,5 +261,107 @@ func TestRxIOUringCompactsLateFrame(t *testing.T) {
 	}
 	if string(got) != string(late) {
 		t.Error("the late frame did not move to the second chain")
+	}
+}
+
+// ptyBackend is a pty master as a backend: pollable, takes writev, and
+// refuses RWF_NOWAIT requests (-EOPNOTSUPP), as a tap does on kernels
+// where it lacks FMODE_NOWAIT.
+type ptyBackend struct{ master, peer int }
+
+func (p *ptyBackend) Name() string             { return "pty" }
+func (p *ptyBackend) Fd() int                  { return p.master }
+func (p *ptyBackend) Offloads() uint           { return 0 }
+func (p *ptyBackend) SetVnetHdrSize(int) error { return nil }
+func (p *ptyBackend) SetOffload(uint) error    { return nil }
+func (p *ptyBackend) Close() error             { unix.Close(p.peer); return unix.Close(p.master) }
+
+func openPtyBackend(t *testing.T) *ptyBackend {
+	t.Helper()
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no pty here: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(m)
+		t.Skipf("unlockpt: %v", err)
+	}
+	peer, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC)
+	if e != 0 {
+		unix.Close(m)
+		t.Skipf("pty peer: %v", e)
+	}
+	// Raw mode, so that the peer's line discipline takes the frames as
+	// they are.
+	tio, err := unix.IoctlGetTermios(int(peer), unix.TCGETS)
+	if err == nil {
+		tio.Lflag &^= unix.ICANON | unix.ECHO | unix.ISIG | unix.IEXTEN
+		tio.Iflag &^= unix.ICRNL | unix.IXON | unix.INLCR | unix.ISTRIP
+		tio.Oflag &^= unix.OPOST
+		unix.IoctlSetTermios(int(peer), unix.TCSETS, tio)
+	}
+	return &ptyBackend{master: m, peer: int(peer)}
+}
+
+// A backend that refuses non-waiting requests makes the device give up
+// io_uring with a notice; every frame still goes out, once, by writev.
+func TestIOUringUnsupportedBackendFallsBack(t *testing.T) {
+	uringRigMode(t)
+	pb := openPtyBackend(t)
+	feat := uint64(FeatVersion1 | FeatMAC)
+	r := newRig(t, rigOptions{features: feat, backend: pb})
+	if r.dev.IO() != IOUring {
+		t.Fatalf("device IO %q before any frame, want uring", r.dev.IO())
+	}
+	r.txBurst(6, 20)
+	r.activate()
+	r.waitUsed(r.tx, 6, nil)
+	if s := r.stats(txQueue); s.Frames != 6 || s.Drops != nil {
+		t.Errorf("%d frames, drops %v; want 6 sent", s.Frames, s.Drops)
+	}
+	if r.dev.IO() != IOWritev || !strings.Contains(r.log.String(), "RWF_NOWAIT") {
+		t.Errorf("device IO %q, log %q; want writev after a notice", r.dev.IO(), r.log.String())
+	}
+	want := 0
+	for i := 0; i < 6; i++ {
+		want += len(r.txFrame(i, 20))
+	}
+	got := make([]byte, 2*want)
+	n := 0
+	for deadline := time.Now().Add(2 * time.Second); n < want && time.Now().Before(deadline); {
+		k, err := unix.Read(pb.peer, got[n:])
+		if k > 0 {
+			n += k
+		} else if err != nil && err != unix.EAGAIN {
+			t.Fatal(err)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if k, _ := unix.Read(pb.peer, got[n:]); k > 0 {
+		n += k
+	}
+	if n != want {
+		t.Errorf("peer read %d bytes, want %d (each frame once)", n, want)
+	}
+}
+
+// The same on rx: the refused reads go back, and the frame is read by
+// readv.
+func TestIOUringUnsupportedBackendFallsBackRx(t *testing.T) {
+	uringRigMode(t)
+	pb := openPtyBackend(t)
+	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC, backend: pb})
+	r.rx.AddRxBuffers(8, 2048)
+	r.activate()
+	frame := r.txFrame(0, 40)
+	if _, err := unix.Write(pb.peer, frame); err != nil {
+		t.Fatal(err)
+	}
+	var lens []uint32
+	r.waitUsed(r.rx, 1, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
+	if lens[0] != uint32(len(frame)) || r.dev.IO() != IOWritev || !strings.Contains(r.log.String(), "RWF_NOWAIT") {
+		t.Errorf("used length %d (want %d), device IO %q, log %q", lens[0], len(frame), r.dev.IO(), r.log.String())
 	}
 }
