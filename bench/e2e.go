@@ -30,7 +30,8 @@ type Options struct {
 	QEMU    string        // qemu-system-x86_64
 	Out     io.Writer     // the table
 	// CPUProfile, when set, gets tinyvmm's Go CPU profile of its last tx
-	// run (a development flag of bench e2e, --cpuprofile).
+	// run, and CPUProfile+".rx" that of its last rx run (a development
+	// flag of bench e2e, --cpuprofile).
 	CPUProfile string
 }
 

@@ -2,26 +2,28 @@
 # bench/nested.sh: the e2e benchmark inside the nested L1 (test/nested), for a
 # host without /dev/kvm. tinyvmm, the no-VM ceiling and QEMU (the host's
 # binary, put into L1 by -with-qemu, -accel kvm on L1's real /dev/kvm) run in
-# L1, interleaved; tinyvmm's Go CPU profile of its last tx run comes out
-# through the console as base64 and is shown with pprof -top.
+# L1, interleaved; tinyvmm's Go CPU profiles of its last tx and rx runs come
+# out through the console as base64 and are shown with pprof -top.
 #
 #   bench/nested.sh [bench e2e flags]    # default: --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 #   NESTED_SMP=2 bench/nested.sh         # L1 with 2 CPUs (default 1)
 #
-# Writes out/bench/nested.log, out/bench/nested-tx.prof, nested-e2e.json
-# (every run's numbers, guest kicks included) and prints the table
-# and the profile's top 15. Under TCG every column is emulated (both VMMs are
+# Writes out/bench/nested.log, nested-tx.prof, nested-rx.prof and
+# nested-e2e.json (every run's numbers, guest kicks included) and prints the
+# table and each profile's top 15. Under TCG every column is emulated (both VMMs are
 # L1 processes on nested KVM): only the ratios mean anything.
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p out/bench
 log=out/bench/nested.log
 prof=out/bench/nested-tx.prof
+profrx=out/bench/nested-rx.prof
 json=out/bench/nested-e2e.json
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 status=0
 go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" \
 	-run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox base64 /tmp/tx.prof' -run 'busybox echo NESTED-PROF-END' \
+	-run 'busybox echo NESTED-PROFRX-BEGIN' -run 'busybox base64 /tmp/tx.prof.rx' -run 'busybox echo NESTED-PROFRX-END' \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' \
 	-- bench e2e --cpuprofile /tmp/tx.prof "$@" >"$log" 2>&1 || status=$?
 tr -d '\r' <"$log" | sed -n '/^tinyvmm bench e2e,/,/^wrote /p'
@@ -33,11 +35,15 @@ between() {
 		sed -e '/^NESTED-STEP /d' -e 's/NESTED-STEP status=.*$//'
 }
 between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
+between PROFRX | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$profrx" || true
 between JSON >"$json" || true
-if [ -s "$prof" ]; then
-	go tool pprof -top -nodecount=15 "$prof" # Go profiles carry their symbols
-else
-	echo "bench/nested.sh: no profile in $log" >&2
-fi
+for p in "$prof" "$profrx"; do
+	if [ -s "$p" ]; then
+		echo "== $p"
+		go tool pprof -top -nodecount=15 "$p" # Go profiles carry their symbols
+	else
+		echo "bench/nested.sh: no profile $p in $log" >&2
+	fi
+done
 [ "$status" -eq 0 ] || echo "bench/nested.sh: nested run failed (status $status); see $log" >&2
 exit "$status"

@@ -34,8 +34,9 @@ type runner struct {
 	bootMax time.Duration // how long a boot may take before it counts as failed
 	// cmdlineExtra goes on every guest command line (cpl3=1 in tests).
 	cmdlineExtra string
-	// cpuprofile, when set, is passed to tinyvmm's tx runs as --cpuprofile:
-	// each run overwrites it, so it holds the last tinyvmm tx run.
+	// cpuprofile, when set, is passed to tinyvmm's tx runs as --cpuprofile,
+	// and cpuprofile+".rx" to its rx runs: each run overwrites its file, so
+	// they hold the last tinyvmm tx and rx run.
 	cpuprofile string
 }
 
@@ -105,6 +106,9 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 // rx measures host->guest frames per second: a sender in the namespace
 // floods 64-byte frames, the guest (or the ceiling) counts them.
 func (r *runner) rx(sys System, vmmArgs []string) Sample {
+	if r.cpuprofile != "" && sys == SysTinyvmm {
+		vmmArgs = append(slices.Clone(vmmArgs), "--cpuprofile", r.cpuprofile+".rx")
+	}
 	return inNamespace(func(ns *Namespace) Sample {
 		dur := time.Duration(r.secs) * time.Second
 		sendFor := dur + 500*time.Millisecond

@@ -118,7 +118,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	}
 	// No network device at all: L1 builds its own taps and namespaces.
 	args := []string{
-		"-accel", "tcg", "-cpu", cpu, "-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
+		"-accel", "tcg", "-cpu", cpu, "-smp", smpArg(cpus), "-m", strconv.Itoa(mem),
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
 		"-nic", "none", "-no-reboot",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
@@ -222,4 +222,11 @@ func Missing(kernel string) string {
 		return kernel + " was built without KVM_AMD, so it cannot be the L1 host: run make guest (guest/kernel/nested-host.config adds it)"
 	}
 	return ""
+}
+
+// smpArg makes each CPU a socket of its own: L1's kernel has no ACPI and
+// finds CPUs in SeaBIOS's MP table, which lists one CPU per package, and
+// QEMU's -smp N alone makes N cores of one package.
+func smpArg(cpus int) string {
+	return fmt.Sprintf("%d,sockets=%d,cores=1,threads=1", cpus, cpus)
 }
