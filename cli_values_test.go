@@ -8,13 +8,14 @@ import (
 	"tinyvmm/vmm"
 )
 
-// --net ...,io= picks how the device moves tap frames; bad values are one
-// line each.
+// --net ...,io= picks how the device moves tap frames (a tap defaults to
+// io_uring); bad values are one line each.
 func TestNetIOOption(t *testing.T) {
 	for _, tc := range []struct {
 		arg, io, err string
 	}{
-		{"tap=t0", "", ""},
+		{"tap=t0", virtionet.IOUring, ""},
+		{"af_packet=v0", "", ""},
 		{"tap=t0,io=uring", virtionet.IOUring, ""},
 		{"tap=t0,io=writev,mtu=9000", virtionet.IOWritev, ""},
 		{"tap=t0,io=epoll", "", "use writev"},
