@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
+
+	"tinyvmm/internal/intlist"
 )
 
 // MainE2E parses the flags of `tinyvmm bench e2e` and runs it; main.go
@@ -25,8 +25,8 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Tinyvmm, "tinyvmm", o.Tinyvmm, "the tinyvmm binary")
 	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
-	kicks := fs.String("kicks", joinInts(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
-	weights := fs.String("weights", joinInts(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
+	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
+	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -36,35 +36,12 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench e2e: unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	var err error
-	if o.Kicks, err = parseInts(*kicks); err != nil {
+	if o.Kicks, err = intlist.Parse(*kicks); err != nil {
 		return fmt.Errorf("bench e2e: --kicks: %w", err)
 	}
-	if o.Weights, err = parseInts(*weights); err != nil {
+	if o.Weights, err = intlist.Parse(*weights); err != nil {
 		return fmt.Errorf("bench e2e: --weights: %w", err)
 	}
 	_, err = RunE2E(o)
 	return err
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%q is not a count (use e.g. 1,2,4)", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }

@@ -42,15 +42,6 @@ func TestPingStats(t *testing.T) {
 	}
 }
 
-func TestParseInts(t *testing.T) {
-	if v, err := parseInts("1, 2,,64"); err != nil || !slices.Equal(v, []int{1, 2, 64}) {
-		t.Errorf("parseInts: %v %v", v, err)
-	}
-	if _, err := parseInts("1,x"); err == nil {
-		t.Error("parseInts accepted x")
-	}
-}
-
 // TestQEMUColumnFollowsTheHostsKVM: QEMU runs on KVM, and is compared,
 // exactly where /dev/kvm is hardware virtualization (as in the nested L1).
 func TestQEMUColumnFollowsTheHostsKVM(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
+
+	"tinyvmm/internal/intlist"
 )
 
 // MainDevice parses the flags of `tinyvmm bench device` and runs it;
@@ -38,10 +38,16 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench device: unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	var err error
-	if o.Weights, err = parseInts(*weights); err != nil {
+	if o.Weights, err = intlist.Parse(*weights); err == nil && len(o.Weights) == 0 {
+		err = errors.New("no values")
+	}
+	if err != nil {
 		return fmt.Errorf("bench device: --weights: %w", err)
 	}
-	if o.Thresholds, err = parseInts(*thresholds); err != nil {
+	if o.Thresholds, err = intlist.Parse(*thresholds); err == nil && len(o.Thresholds) == 0 {
+		err = errors.New("no values")
+	}
+	if err != nil {
 		return fmt.Errorf("bench device: --thresholds: %w", err)
 	}
 	switch o.Only {
@@ -57,32 +63,4 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench device: %d runs failed (shown above)", len(r.Failed))
 	}
 	return nil
-}
-
-// parseInts reads "1,2,8" or "1-64", or a mix.
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("%q is not a number", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a || b-a > 100000 {
-				return nil, fmt.Errorf("%q is not a range", part)
-			}
-		}
-		for i := a; i <= b; i++ {
-			out = append(out, i)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no values")
-	}
-	return out, nil
 }
