@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/ptytest"
 	"tinyvmm/kvm"
 )
 
@@ -203,6 +205,59 @@ func TestCLIGuestExitStatus(t *testing.T) {
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 3 {
 		t.Fatalf("exit %v, want status 3", err)
+	}
+}
+
+// TestCLITerminalRestored runs tinyvmm interactively on a pseudo-terminal
+// with a tiny kernel: where there is no /dev/kvm the run fails (the error
+// path), where there is the guest exits 3. Either way the terminal went
+// raw and must come back as it was, before tinyvmm's last line (a bare
+// "\n" would mean it printed while the terminal was still raw).
+func TestCLITerminalRestored(t *testing.T) {
+	bin := buildBinary(t)
+	kernel := filepath.Join(t.TempDir(), "vmlinux")
+	os.WriteFile(kernel, minimalELF(), 0o644)
+	p, err := ptytest.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	before, err := p.Termios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--kernel", kernel, "--mem", "64M")
+	if err := p.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	want := 3
+	if h := kvm.Detect(); !h.Usable {
+		want = 1
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != want {
+		t.Errorf("exit %v, want status %d", err, want)
+	}
+	after, err := p.Termios()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ptytest.Diff(before, after); d != "" {
+		t.Errorf("terminal not restored: %s", d)
+	}
+	if err := p.Expect("Ctrl-A x to quit", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if want == 1 {
+		if err := p.Expect("\ntinyvmm: ", 10*time.Second); err != nil { // the error, on a line of its own
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out := p.Output(); strings.Contains(strings.ReplaceAll(out, "\r\n", ""), "\n") {
+		t.Errorf("a line printed in raw mode (bare \\n):\n%q", out)
 	}
 }
 
