@@ -1,9 +1,10 @@
 // Command l1init is /init of the nested L1 machine: a Linux with KVM that runs
 // under QEMU TCG, so that tinyvmm gets a real /dev/kvm on a host without one.
 //
-// It mounts the pseudo file systems, then runs the steps listed in /plan, one
-// command per line (words split on spaces; "cd DIR" changes the directory of
-// the steps that follow; '#' starts a comment). The output goes to the
+// It mounts the pseudo file systems (devpts too, for tests that need a
+// terminal), then runs the steps listed in /plan, one command per line (words
+// split on spaces; "cd DIR" changes the directory of the steps that follow;
+// '#' starts a comment). The output goes to the
 // console. It ends with one marker line that the runner on the host parses:
 //
 //	NESTED-EXIT <status>
@@ -117,7 +118,7 @@ func runStep(words []string) (int, time.Duration) {
 
 func mountAll() error {
 	mounts := []struct{ fs, dir string }{
-		{"devtmpfs", "/dev"}, {"proc", "/proc"}, {"sysfs", "/sys"}, {"tmpfs", "/tmp"}, {"tmpfs", "/run"},
+		{"devtmpfs", "/dev"}, {"devpts", "/dev/pts"}, {"proc", "/proc"}, {"sysfs", "/sys"}, {"tmpfs", "/tmp"}, {"tmpfs", "/run"},
 	}
 	for _, m := range mounts {
 		if err := os.MkdirAll(m.dir, 0o755); err != nil {
