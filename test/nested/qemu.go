@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,7 +36,19 @@ type Machine struct {
 	// Attempts bounds the boots when a gate step (kvmprobe) asks for a
 	// retry; 4 when zero.
 	Attempts int
+	// Stall ends a boot whose console has been silent this long, and the
+	// plan runs again in a new boot (once); DefaultStall when zero. L1
+	// under TCG has been seen to freeze for good (halted with its own
+	// timer interrupt pending, so nothing inside L1 times out either).
+	Stall time.Duration
 }
+
+// DefaultStall is far above the longest silence of a healthy run (a step
+// prints at least a line a minute or two) and far below the run's timeout.
+const DefaultStall = 6 * time.Minute
+
+// maxStalls is how many frozen boots a run survives.
+const maxStalls = 1
 
 // DefaultCPU is an AMD CPU model that QEMU's TCG implements with SVM and
 // nested paging: what kvm_amd in L1 needs.
@@ -66,8 +79,14 @@ type Result struct {
 // errRetry means l1init's gate step failed and asked for another boot.
 var errRetry = errors.New("L1 asked to be booted again")
 
+// errStalled means the console went silent for Machine.Stall: L1 froze.
+var errStalled = errors.New("L1 froze")
+
 // QEMUBinary is the emulator the runner starts.
 const QEMUBinary = "qemu-system-x86_64"
+
+// qemuBinary is what bootOnce runs; tests put a script in its place.
+var qemuBinary = QEMUBinary
 
 // Boot runs L1 until l1init reports, the machine ends, or ctx is done (then
 // QEMU is killed). An error means L1 gave no result; a failing step is not an
@@ -81,10 +100,21 @@ func Boot(ctx context.Context, m Machine) (Result, error) {
 	if m.CPU == "" {
 		m.CPU = DefaultCPU
 	}
+	if m.Stall <= 0 {
+		m.Stall = DefaultStall
+	}
 	start := time.Now()
+	stalls := 0
 	for boot := 1; ; boot++ {
 		res, err := bootOnce(ctx, m)
 		res.Boots, res.Elapsed = boot, time.Since(start)
+		if errors.Is(err, errStalled) && stalls < maxStalls && ctx.Err() == nil {
+			stalls++
+			if m.Output != nil {
+				fmt.Fprintf(m.Output, "nested: %v; booting L1 again to run the whole plan once more\n", err)
+			}
+			continue
+		}
 		if err != errRetry {
 			return res, err
 		}
@@ -124,7 +154,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
 		"-append", strings.TrimSpace(cmdline),
 	}
-	cmd := exec.CommandContext(ctx, QEMUBinary, args...)
+	cmd := exec.CommandContext(ctx, qemuBinary, args...)
 	cmd.WaitDelay = 5 * time.Second
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -135,12 +165,21 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	if err := cmd.Start(); err != nil {
 		return Result{}, fmt.Errorf("start %s: %v (install qemu-system-x86)", QEMUBinary, err)
 	}
-	res, tail, ending := scanConsole(pipe, out, start)
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(m.Stall, func() {
+		stalled.Store(true)
+		cmd.Process.Kill()
+	})
+	res, tail, ending := scanConsole(pipe, out, start, func() { watchdog.Reset(m.Stall) })
+	watchdog.Stop()
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
 	case ending == endRetry:
 		return res, errRetry
+	case stalled.Load() && ending != endExit:
+		return res, fmt.Errorf("%w: no console line for %v after %v; last console lines:\n%s",
+			errStalled, m.Stall, res.Elapsed.Round(time.Second), tail)
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("L1 timed out after %v; last console lines:\n%s", res.Elapsed.Round(time.Second), tail)
 	case ending != endExit:
@@ -158,15 +197,17 @@ const (
 	endRetry               // NESTED-RETRY: the gate failed
 )
 
-// scanConsole copies the console to out and picks up l1init's markers. It
-// returns the last lines for error messages and how the run ended.
-func scanConsole(r io.Reader, out io.Writer, start time.Time) (Result, string, ending) {
+// scanConsole copies the console to out and picks up l1init's markers,
+// calling alive for each line. It returns the last lines for error messages
+// and how the run ended.
+func scanConsole(r io.Reader, out io.Writer, start time.Time, alive func()) (Result, string, ending) {
 	var res Result
 	var last []string
 	end := endNone
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
+		alive()
 		line := strings.TrimRight(sc.Text(), "\r")
 		fmt.Fprintln(out, line)
 		if last = append(last, line); len(last) > 20 {

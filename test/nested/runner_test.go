@@ -3,6 +3,8 @@ package nested
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -80,7 +82,7 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 		"NESTED-EXIT 3\r",
 	}, "\n")
 	var out bytes.Buffer
-	res, _, end := scanConsole(strings.NewReader(console), &out, time.Now())
+	res, _, end := scanConsole(strings.NewReader(console), &out, time.Now(), func() {})
 	if end != endExit || res.Status != 3 || !res.KVM {
 		t.Fatalf("end=%v status=%d kvm=%v", end, res.Status, res.KVM)
 	}
@@ -94,7 +96,7 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 }
 
 func TestScanConsoleWithoutExitMarker(t *testing.T) {
-	res, tail, end := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, time.Now())
+	res, tail, end := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, time.Now(), func() {})
 	if end != endNone || res.Status != 0 || !strings.Contains(tail, "Kernel panic") {
 		t.Fatalf("end=%v status=%d tail=%q", end, res.Status, tail)
 	}
@@ -102,7 +104,7 @@ func TestScanConsoleWithoutExitMarker(t *testing.T) {
 
 func TestScanConsoleRetryMarker(t *testing.T) {
 	console := "NESTED-STEP status=1 seconds=30.0 cmd=kvmprobe -exits 10\nNESTED-RETRY\n"
-	if _, _, end := scanConsole(strings.NewReader(console), io.Discard, time.Now()); end != endRetry {
+	if _, _, end := scanConsole(strings.NewReader(console), io.Discard, time.Now(), func() {}); end != endRetry {
 		t.Fatalf("end = %v, want endRetry", end)
 	}
 }
@@ -136,5 +138,39 @@ func TestMissingNamesAKernelWithoutKVM(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "kernel.config"), []byte("CONFIG_64BIT=y\nCONFIG_KVM_AMD=y\n"), 0o644)
 	if why := Missing(kernel); why != "" {
 		t.Errorf("kernel with KVM: Missing = %q", why)
+	}
+}
+
+// A boot whose console goes silent is killed and the plan runs again once;
+// a second freeze is an error that says so.
+func TestFrozenL1IsBootedAgainOnce(t *testing.T) {
+	dir := t.TempDir()
+	count := filepath.Join(dir, "boots")
+	script := filepath.Join(dir, "qemu")
+	// The first boot prints a line and freezes; the next ones finish,
+	// unless FREEZE_ALWAYS is set.
+	body := "#!/bin/sh\necho boot >>" + count + "\necho l1init: kernel reached init\n" +
+		"if [ -n \"$FREEZE_ALWAYS\" ] || [ $(wc -l <" + count + ") -eq 1 ]; then exec sleep 30; fi\necho NESTED-EXIT 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := qemuBinary
+	qemuBinary = script
+	t.Cleanup(func() { qemuBinary = old })
+	m := Machine{Kernel: "k", Initramfs: "i", Stall: 300 * time.Millisecond, Output: io.Discard}
+
+	res, err := Boot(context.Background(), m)
+	if err != nil || res.Status != 0 || res.Boots != 2 {
+		t.Fatalf("Boot = %+v, %v; want status 0 after 2 boots", res, err)
+	}
+	t.Setenv("FREEZE_ALWAYS", "1")
+	os.Remove(count)
+	start := time.Now()
+	res, err = Boot(context.Background(), m)
+	if !errors.Is(err, errStalled) || res.Boots != 2 || !strings.Contains(err.Error(), "no console line for 300ms") {
+		t.Fatalf("Boot = %+v, %v; want a freeze error after 2 boots", res, err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("frozen boots took %v: the watchdog did not kill them", d)
 	}
 }
