@@ -78,11 +78,14 @@ func (w *worker) flushTxRing() int {
 func (w *worker) dropRing(err error) {
 	d := w.d
 	d.mu.Lock()
-	if d.ring == w.ring {
+	first := d.ring != nil && d.ring == w.ring
+	if first {
 		d.ring.Close()
 		d.ring = nil
 	}
 	d.mu.Unlock()
 	w.ring = nil
-	d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Tap, err)
+	if first { // the other queue's worker may fail on the same ring: one notice
+		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Tap, err)
+	}
 }

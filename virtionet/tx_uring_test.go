@@ -303,10 +303,30 @@ func openPtyBackend(t *testing.T) *ptyBackend {
 	return &ptyBackend{master: m, peer: int(peer)}
 }
 
+// skipProbe lets a backend that refuses RWF_NOWAIT past the open-time
+// probe, so that the fallback in the middle of the datapath is tested.
+func skipProbe(t *testing.T) {
+	old := probeRing
+	probeRing = func(*uring.Ring, int) error { return nil }
+	t.Cleanup(func() { probeRing = old })
+}
+
+// The probe at open finds a backend that refuses non-waiting requests:
+// one notice, and writev from the start.
+func TestIOUringProbeFindsUnsupportedBackend(t *testing.T) {
+	uringRigMode(t)
+	pb := openPtyBackend(t)
+	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC, backend: pb})
+	if r.dev.IO() != IOWritev || strings.Count(r.log.String(), "RWF_NOWAIT") != 1 {
+		t.Fatalf("device IO %q, log %q; want writev after one notice", r.dev.IO(), r.log.String())
+	}
+}
+
 // A backend that refuses non-waiting requests makes the device give up
 // io_uring with a notice; every frame still goes out, once, by writev.
 func TestIOUringUnsupportedBackendFallsBack(t *testing.T) {
 	uringRigMode(t)
+	skipProbe(t)
 	pb := openPtyBackend(t)
 	feat := uint64(FeatVersion1 | FeatMAC)
 	r := newRig(t, rigOptions{features: feat, backend: pb})
@@ -351,6 +371,7 @@ func TestIOUringUnsupportedBackendFallsBack(t *testing.T) {
 // readv.
 func TestIOUringUnsupportedBackendFallsBackRx(t *testing.T) {
 	uringRigMode(t)
+	skipProbe(t)
 	pb := openPtyBackend(t)
 	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC, backend: pb})
 	r.rx.AddRxBuffers(8, 2048)
