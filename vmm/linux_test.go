@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
+	"tinyvmm/virtionet"
 )
 
 // These boot the real guest from `make guest` under tinyvmm. They need a
@@ -194,7 +196,8 @@ func TestLinuxGuestFindsVirtioNet(t *testing.T) {
 
 // TestLinuxGuestPingsHost configures eth0 with ip= and has the guest ping
 // the namespace side of its tap: tx and rx through the device, kicks and
-// interrupts, in both notify modes.
+// interrupts, in both notify modes, and with both ways of moving tap frames
+// (io_uring, the CLI's default, and one writev/readv per frame).
 func TestLinuxGuestPingsHost(t *testing.T) {
 	h := kvm.Detect()
 	if !h.Usable {
@@ -204,25 +207,29 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 		t.Skip("host KVM is PVM: guest user space cannot make system calls here (the kernel-only ping test covers the datapath)")
 	}
 	kernel, initrd := guestFile(t, "vmlinux"), guestFile(t, "initramfs.cpio")
-	for _, notify := range []string{NotifyIoeventfd, NotifyExit} {
-		t.Run(notify, func(t *testing.T) {
+	for _, tc := range []struct{ notify, io string }{
+		{NotifyIoeventfd, virtionet.IOUring},
+		{NotifyExit, virtionet.IOWritev},
+	} {
+		t.Run(tc.notify+"-"+tc.io, func(t *testing.T) {
 			ns := netnstest.Setup(t)
 			if _, err := ns.AddTap("tvping0", "10.0.2.1/24"); err != nil {
 				t.Fatal(err)
 			}
 			var nc NetConfig
-			nc.Tap = "tvping0"
+			nc.Tap, nc.IO = "tvping0", tc.io
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var console, log syncbuf.Buffer
 			var status int
 			var runErr error
+			statsFile := filepath.Join(t.TempDir(), "stats.json")
 			ns.Do(func() error {
 				status, runErr = Run(ctx, Config{
-					Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 1, Nets: []NetConfig{nc}, Notify: notify,
+					Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 1, Nets: []NetConfig{nc}, Notify: tc.notify,
 					Cmdline: "ip=10.0.2.15::10.0.2.1:255.255.255.0::eth0:off",
 					Command: []string{"ping", "-c", "3", "-W", "5", "10.0.2.1"},
-					Console: &console, Log: &log, Stats: "-",
+					Console: &console, Log: &log, Stats: statsFile,
 				})
 				return nil
 			})
@@ -233,7 +240,20 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 			if !strings.Contains(out, "3 packets received") {
 				t.Errorf("ping did not report 3 replies:\n%s", tail(out, 15))
 			}
-			t.Logf("%s", strings.TrimSpace(log.String()))
+			raw, err := os.ReadFile(statsFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stats struct {
+				Nets []virtionet.Stats `json:"nets"`
+			}
+			if err := json.Unmarshal(raw, &stats); err != nil || len(stats.Nets) != 1 {
+				t.Fatalf("stats %s: %v", raw, err)
+			}
+			if got := stats.Nets[0].IO; got != tc.io {
+				t.Errorf("device moved frames with %q, want %q (log: %s)", got, tc.io, log.String())
+			}
+			t.Logf("%s\n%s", strings.TrimSpace(log.String()), raw)
 		})
 	}
 }
