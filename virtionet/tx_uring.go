@@ -47,9 +47,7 @@ func (w *worker) flushTxRing() int {
 			c.drop(DropTxWriteError)
 			return
 		}
-		c.frames.Add(1)
-		c.bytes.Add(uint64(g.lens[i]))
-		sent += g.lens[i]
+		sent += c.moved(g.lens[i])
 	})
 	if err == nil && unsupported {
 		err = errRingUnsupported
@@ -66,9 +64,7 @@ func (w *worker) flushTxRing() int {
 			c.drop(DropTxWriteError)
 			continue
 		}
-		c.frames.Add(1)
-		c.bytes.Add(uint64(g.lens[i]))
-		sent += g.lens[i]
+		sent += c.moved(g.lens[i])
 	}
 	w.endTxGroup()
 	return sent
