@@ -143,20 +143,12 @@ func (w *worker) transmit(chain devices.Chain) int {
 		c.drop(DropTxShort)
 		return 0
 	}
-	return w.writeFrame(w.iov, total-w.hdrLen)
-}
-
-// writeFrame writes one frame (n bytes after the vnet header) gathered
-// from iov with one writev, and counts it: sent, or a write-error drop
-// (then it returns 0).
-func (w *worker) writeFrame(iov []unix.Iovec, n int) int {
-	c := &w.d.counters[txQueue]
 	c.syscalls.Add(1)
-	if _, err := writev(w.fd, iov); err != nil {
+	if _, err := writev(w.fd, w.iov); err != nil {
 		c.drop(DropTxWriteError)
 		return 0
 	}
-	return c.moved(n)
+	return c.moved(total - w.hdrLen)
 }
 
 // transmitLinear copies a chain of more than maxIov buffers into the
@@ -177,7 +169,12 @@ func (w *worker) transmitLinear(chain devices.Chain) int {
 		return 0
 	}
 	w.iov = append(w.iov[:0], iovec(frame))
-	return w.writeFrame(w.iov, len(frame)-w.hdrLen)
+	c.syscalls.Add(1)
+	if _, err := writev(w.fd, w.iov); err != nil {
+		c.drop(DropTxWriteError)
+		return 0
+	}
+	return c.moved(len(frame) - w.hdrLen)
 }
 
 // scratchBuf holds the largest frame any backend delivers, plus one byte

@@ -56,9 +56,15 @@ func (w *worker) flushTxRing() int {
 		w.dropRing(err)
 	}
 	for i, sp := range g.spans {
-		if !g.done[i] {
-			sent += w.writeFrame(g.iovs[sp[0]:sp[1]], g.lens[i])
+		if g.done[i] {
+			continue
 		}
+		c.syscalls.Add(1)
+		if _, err := writev(w.fd, g.iovs[sp[0]:sp[1]]); err != nil {
+			c.drop(DropTxWriteError)
+			continue
+		}
+		sent += c.moved(g.lens[i])
 	}
 	w.endTxGroup()
 	return sent
