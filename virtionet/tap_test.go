@@ -14,7 +14,6 @@ import (
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/scratchns"
-	"tinyvmm/internal/syncbuf"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -24,15 +23,14 @@ var (
 	guestIP = net.IPv4(10, 0, 2, 15)
 )
 
-// openInNS makes the device on tap inside ns, moving frames with io
-// (virtionet.IOWritev or IOUring), and returns its log lines so far.
-func openInNS(t *testing.T, ns *scratchns.NS, tap, io string) (*virtionet.Device, string) {
+// openInNS makes the device on tap inside ns and returns its log lines.
+func openInNS(t *testing.T, ns *scratchns.NS, tap string) (*virtionet.Device, string) {
 	t.Helper()
-	var log syncbuf.Buffer
+	var log strings.Builder
 	var dev *virtionet.Device
 	err := ns.Do(func() error {
 		var err error
-		dev, err = virtionet.New(virtionet.Config{Tap: tap, Tuning: virtionet.DefaultTuning(), IO: io,
+		dev, err = virtionet.New(virtionet.Config{Tap: tap, Tuning: virtionet.DefaultTuning(),
 			Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }})
 		return err
 	})
@@ -41,21 +39,6 @@ func openInNS(t *testing.T, ns *scratchns.NS, tap, io string) (*virtionet.Device
 	}
 	t.Cleanup(func() { dev.Close() })
 	return dev, log.String()
-}
-
-// deleteLink deletes interface name inside ns, as an admin would under a
-// running device.
-func deleteLink(t *testing.T, ns *scratchns.NS, name string) {
-	t.Helper()
-	if err := ns.Do(func() error {
-		link, err := netlink.LinkByName(name)
-		if err != nil {
-			return err
-		}
-		return netlink.LinkDel(link)
-	}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // udpSocketIn binds a UDP socket to addr:port inside ns.
@@ -94,7 +77,7 @@ func TestTapExchangesFramesWithHostSocket(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev, log := openInNS(t, ns, "tap0", virtionet.IOWritev)
+			dev, log := openInNS(t, ns, "tap0")
 			if !strings.Contains(log, "opened existing tap0") {
 				t.Errorf("log %q does not say it opened the existing tap", log)
 			}
@@ -143,7 +126,7 @@ func TestTapExchangesFramesWithHostSocket(t *testing.T) {
 
 func TestTapCreatedWhenMissingAndBusyWhenTaken(t *testing.T) {
 	ns := netnstest.Setup(t)
-	dev, log := openInNS(t, ns, "tvtap7", virtionet.IOWritev)
+	dev, log := openInNS(t, ns, "tvtap7")
 	if !strings.Contains(log, "created tvtap7") {
 		t.Errorf("log %q does not say it created the tap", log)
 	}
@@ -227,13 +210,21 @@ func TestTapDeletedUnderDevice(t *testing.T) {
 	if _, err := ns.AddTap("tap0", "10.0.2.1/24"); err != nil {
 		t.Fatal(err)
 	}
-	dev, _ := openInNS(t, ns, "tap0", virtionet.IOWritev)
+	dev, _ := openInNS(t, ns, "tap0")
 	g, err := guestdrv.New(dev, guestdrv.Options{IP: guestIP})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	deleteLink(t, ns, "tap0")
+	if err := ns.Do(func() error {
+		link, err := netlink.LinkByName("tap0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(link)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(20 * time.Millisecond)
 	cpu := dev.Stats().WorkerCPUNs
 	time.Sleep(100 * time.Millisecond)

@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/syncbuf"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -23,9 +25,18 @@ func TestTapIOUring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, log := openInNS(t, ns, "tap0", virtionet.IOUring)
+	var log syncbuf.Buffer
+	var dev *virtionet.Device
+	if err := ns.Do(func() error {
+		dev, err = virtionet.New(virtionet.Config{Tap: "tap0", Tuning: virtionet.DefaultTuning(), IO: virtionet.IOUring,
+			Log: func(f string, a ...any) { log.Write([]byte(f + "\n")) }})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
 	if dev.IO() != virtionet.IOUring {
-		t.Skipf("io_uring unavailable here: %s", strings.TrimSpace(log))
+		t.Skipf("io_uring unavailable here: %s", strings.TrimSpace(log.String()))
 	}
 	sock := udpSocketIn(t, ns, 9000)
 	// No GUEST_TSO: every rx buffer holds a whole frame, so rx reads
@@ -77,7 +88,15 @@ func TestTapIOUring(t *testing.T) {
 		t.Errorf("rx: %d frames, drops %v", s.Frames, s.Drops)
 	}
 
-	deleteLink(t, ns, "tap0")
+	if err := ns.Do(func() error {
+		link, err := netlink.LinkByName("tap0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(link)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	g.Wait(10 * time.Millisecond)
 	for i := 0; i < 4; i++ {
 		g.Queue(ethframe.AppendUDP(nil, hostMAC, g.MAC, guestIP, hostIP, 4000, 9000, nil))
