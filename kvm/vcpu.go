@@ -3,7 +3,6 @@ package kvm
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -22,9 +21,7 @@ type VCPU struct {
 	run         []byte // the mmap'd struct kvm_run
 	tid         atomic.Int32
 	interrupted atomic.Bool
-
-	mu     sync.Mutex // Close against Interrupt: no store into an unmapped kvm_run
-	closed bool
+	closed      atomic.Bool
 }
 
 // CreateVCPU is KVM_CREATE_VCPU with APIC ID id, and maps its kvm_run.
@@ -48,12 +45,9 @@ func (v *VCPU) ID() int { return v.id }
 // Close unmaps kvm_run and closes the vCPU fd. The vCPU must not be
 // running; Interrupt after Close does nothing.
 func (v *VCPU) Close() error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.closed {
+	if v.closed.Swap(true) {
 		return nil
 	}
-	v.closed = true
 	v.interrupted.Store(true)
 	err := unix.Munmap(v.run)
 	if cerr := unix.Close(v.fd); err == nil {
@@ -90,9 +84,7 @@ func (v *VCPU) Run() (ExitReason, error) {
 // sends SIGURG to the vCPU's thread to knock it out of the guest; Go's
 // runtime treats SIGURG as a harmless preemption request.
 func (v *VCPU) Interrupt() {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.closed {
+	if v.closed.Load() {
 		return
 	}
 	v.interrupted.Store(true)
