@@ -64,7 +64,7 @@ func (w *worker) handleRx() (requeue bool) {
 // rxBatch reads up to RxBatch frames, then publishes the used entries once
 // and signals the guest at most once.
 func (w *worker) rxBatch(pkts, bytes *int) rxResult {
-	if w.batched() {
+	if w.multiFrame || w.ring != nil {
 		if res, handled := w.rxBatchMulti(pkts, bytes); handled {
 			return res
 		}
@@ -183,7 +183,9 @@ func (w *worker) receive(capacity int) (int, error) {
 		return 0, nil
 	}
 	w.completeFrame(n, !direct)
-	return c.moved(n - w.hdrLen), nil
+	c.frames.Add(1)
+	c.bytes.Add(uint64(n - w.hdrLen))
+	return n - w.hdrLen, nil
 }
 
 // completeFrame hands the chains holding an n-byte frame back to the guest,

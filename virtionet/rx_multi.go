@@ -67,7 +67,9 @@ func (w *worker) rxBatchMulti(pkts, bytes *int) (res rxResult, handled bool) {
 		}
 		q.AddUsed(ch.head, uint32(got))
 		frames++
-		*bytes += c.moved(got - w.hdrLen)
+		*bytes += got - w.hdrLen
+		c.frames.Add(1)
+		c.bytes.Add(uint64(got - w.hdrLen))
 	}
 	p.next = n
 	if k := p.unconsumed(); k > 0 {

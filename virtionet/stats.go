@@ -50,14 +50,6 @@ type queueCounters struct {
 
 func (c *queueCounters) drop(r DropReason) { c.drops[r].Add(1) }
 
-// moved counts one frame of n bytes (vnet header not included) that went
-// through the queue, and returns n.
-func (c *queueCounters) moved(n int) int {
-	c.frames.Add(1)
-	c.bytes.Add(uint64(n))
-	return n
-}
-
 func (c *queueCounters) batch(frames int) {
 	if frames <= 0 {
 		return

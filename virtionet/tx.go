@@ -21,7 +21,7 @@ func (w *worker) handleTx() (requeue bool) {
 	q, c := w.q[txQueue], &w.d.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
 	unit := 1
-	if w.batched() {
+	if w.txBatches() {
 		unit = min(thr, maxTxGroup)
 	}
 	q.DisableNotify()
@@ -105,7 +105,7 @@ func (w *worker) txUnit(limit, byteRoom int) (k, b int, empty bool, err error) {
 			w.trace.event("tx", "pop", "head", chain.Head, "bufs", len(chain.Bufs))
 		}
 		k++
-		if !w.batched() || !w.stageTx(chain) {
+		if !w.txBatches() || !w.stageTx(chain) {
 			b += w.flushTx() // keep the frames in order
 			b += w.transmit(chain)
 			q.AddUsed(chain.Head, 0)
@@ -148,7 +148,9 @@ func (w *worker) transmit(chain devices.Chain) int {
 		c.drop(DropTxWriteError)
 		return 0
 	}
-	return c.moved(total - w.hdrLen)
+	c.frames.Add(1)
+	c.bytes.Add(uint64(total - w.hdrLen))
+	return total - w.hdrLen
 }
 
 // transmitLinear copies a chain of more than maxIov buffers into the
@@ -174,7 +176,9 @@ func (w *worker) transmitLinear(chain devices.Chain) int {
 		c.drop(DropTxWriteError)
 		return 0
 	}
-	return c.moved(len(frame) - w.hdrLen)
+	c.frames.Add(1)
+	c.bytes.Add(uint64(len(frame) - w.hdrLen))
+	return len(frame) - w.hdrLen
 }
 
 // scratchBuf holds the largest frame any backend delivers, plus one byte

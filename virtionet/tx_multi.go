@@ -22,9 +22,8 @@ type txGroup struct {
 	bytes int
 }
 
-// batched says whether frames move in batches per system call (sendmmsg
-// and recvmmsg, or io_uring) rather than one per writev or readv.
-func (w *worker) batched() bool { return w.multiFrame || w.ring != nil }
+// txBatches says whether tx chains go out in groups.
+func (w *worker) txBatches() bool { return w.multiFrame || w.ring != nil }
 
 // stageTx adds a chain to the group, or returns false for a chain that
 // must go alone through transmit (to be dropped, or copied when it has more
@@ -91,7 +90,9 @@ func (w *worker) flushTx() int {
 			continue
 		}
 		for _, l := range g.lens[off : off+k] {
-			sent += c.moved(l)
+			c.frames.Add(1)
+			c.bytes.Add(uint64(l))
+			sent += l
 		}
 		off += k
 	}

@@ -47,7 +47,9 @@ func (w *worker) flushTxRing() int {
 			c.drop(DropTxWriteError)
 			return
 		}
-		sent += c.moved(g.lens[i])
+		c.frames.Add(1)
+		c.bytes.Add(uint64(g.lens[i]))
+		sent += g.lens[i]
 	})
 	if err == nil && unsupported {
 		err = errRingUnsupported
@@ -64,7 +66,9 @@ func (w *worker) flushTxRing() int {
 			c.drop(DropTxWriteError)
 			continue
 		}
-		sent += c.moved(g.lens[i])
+		c.frames.Add(1)
+		c.bytes.Add(uint64(g.lens[i]))
+		sent += g.lens[i]
 	}
 	w.endTxGroup()
 	return sent
