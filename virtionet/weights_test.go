@@ -189,43 +189,32 @@ func TestTracerIsOffWithoutWriter(t *testing.T) {
 	}
 }
 
-// datapathSuite is the datapath tests that run again with other ways of
-// moving frames: one per system call (TestOneFramePerSyscall) and through
-// io_uring (TestIOUringDatapath).
-var datapathSuite = map[string]func(*testing.T){
-	"TxFramesReachBackend":     TestTxFramesReachBackend,
-	"TxIndirectChains":         TestTxIndirectChains,
-	"TxDrops":                  TestTxDropsShortFramesAndWritableBuffers,
-	"TxChainLongerThanIovMax":  TestTxChainLongerThanIovMax,
-	"TxPacketBudget":           TestTxPacketBudgetStopsRunAtExactlyN,
-	"TxByteBudget":             TestTxByteBudgetStopsRunAtExactlyB,
-	"TxUnlimitedWeight":        TestTxUnlimitedWeightIsOneRun,
-	"TxNotifyThreshold":        TestTxNotifyThresholdPublishesEveryN,
-	"TxBudgetRequeuesBehindRx": TestTxBudgetRequeuesBehindRx,
-	"InterruptSuppression":     TestInterruptSuppressionEventIdx,
-	"KickSuppression":          TestKickSuppressionAvailEvent,
-	"HostileTxChain":           TestHostileTxChainFailsOnlyTx,
-	"ResetReactivates":         TestResetStopsWorkerAndReactivates,
-	"HandlersStop":             TestHandlersStopWhenResetBegins,
-	"Stats":                    TestStatsJSONAndText,
-	"RxFrameIntoGuestBuffer":   TestRxFrameIntoGuestBuffer,
-	"RxMergeableBuffers":       TestRxMergeableBuffers,
-	"RxWithoutMergeable":       TestRxWithoutMergeableUsesOneChainPerFrame,
-	"RxDropsTooLarge":          TestRxDropsFrameLargerThanBuffers,
-	"RxWaitsForBuffers":        TestRxWaitsForBuffers,
-	"RxPacketBudgetRequeues":   TestRxPacketBudgetRequeues,
-	"RxBatchPublishesOnce":     TestRxBatchPublishesOnceAndSignalsOnce,
-	"RxBatchOneIsPerFrame":     TestRxBatchOneIsPerFrame,
-	"HostileRxChains":          TestHostileRxChains,
-	"RxBackendEOF":             TestRxBackendEOFDoesNotSpin,
-}
-
 // The datapath tests again, with a backend that moves one frame per readv
 // or writev (the tap's way) instead of batches per recvmmsg and sendmmsg.
 func TestOneFramePerSyscall(t *testing.T) {
 	singleFrameMode = true
 	defer func() { singleFrameMode = false }()
-	for name, test := range datapathSuite {
+	for name, test := range map[string]func(*testing.T){
+		"FrameIntoGuestBuffer":        TestRxFrameIntoGuestBuffer,
+		"MergeableBuffers":            TestRxMergeableBuffers,
+		"WithoutMergeable":            TestRxWithoutMergeableUsesOneChainPerFrame,
+		"DropsFrameLargerThanBuffers": TestRxDropsFrameLargerThanBuffers,
+		"WaitsForBuffers":             TestRxWaitsForBuffers,
+		"PacketBudgetRequeues":        TestRxPacketBudgetRequeues,
+		"BatchPublishesOnce":          TestRxBatchPublishesOnceAndSignalsOnce,
+		"BatchOneIsPerFrame":          TestRxBatchOneIsPerFrame,
+		"TxBudgetRequeuesBehindRx":    TestTxBudgetRequeuesBehindRx,
+		"TxFramesReachBackend":        TestTxFramesReachBackend,
+		"TxIndirectChains":            TestTxIndirectChains,
+		"TxDrops":                     TestTxDropsShortFramesAndWritableBuffers,
+		"TxChainLongerThanIovMax":     TestTxChainLongerThanIovMax,
+		"TxPacketBudget":              TestTxPacketBudgetStopsRunAtExactlyN,
+		"TxByteBudget":                TestTxByteBudgetStopsRunAtExactlyB,
+		"TxUnlimitedWeight":           TestTxUnlimitedWeightIsOneRun,
+		"TxNotifyThreshold":           TestTxNotifyThresholdPublishesEveryN,
+		"KickSuppression":             TestKickSuppressionAvailEvent,
+		"HandlersStop":                TestHandlersStopWhenResetBegins,
+	} {
 		t.Run(name, test)
 	}
 }
