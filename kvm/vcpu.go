@@ -3,6 +3,7 @@ package kvm
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -21,7 +22,9 @@ type VCPU struct {
 	run         []byte // the mmap'd struct kvm_run
 	tid         atomic.Int32
 	interrupted atomic.Bool
-	closed      atomic.Bool
+
+	mu     sync.Mutex // Close against Interrupt: no store into an unmapped kvm_run
+	closed bool
 }
 
 // CreateVCPU is KVM_CREATE_VCPU with APIC ID id, and maps its kvm_run.
@@ -45,9 +48,12 @@ func (v *VCPU) ID() int { return v.id }
 // Close unmaps kvm_run and closes the vCPU fd. The vCPU must not be
 // running; Interrupt after Close does nothing.
 func (v *VCPU) Close() error {
-	if v.closed.Swap(true) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
 		return nil
 	}
+	v.closed = true
 	v.interrupted.Store(true)
 	err := unix.Munmap(v.run)
 	if cerr := unix.Close(v.fd); err == nil {
@@ -84,7 +90,9 @@ func (v *VCPU) Run() (ExitReason, error) {
 // sends SIGURG to the vCPU's thread to knock it out of the guest; Go's
 // runtime treats SIGURG as a harmless preemption request.
 func (v *VCPU) Interrupt() {
-	if v.closed.Load() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
 		return
 	}
 	v.interrupted.Store(true)
