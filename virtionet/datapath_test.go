@@ -13,8 +13,8 @@ import (
 	"tinyvmm/devices/virtiotest"
 )
 
-func TestTxFramesReachBackend(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testTxFramesReachBackend(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	const n = 20
 	for i := 0; i < n; i++ {
@@ -40,8 +40,8 @@ func TestTxFramesReachBackend(t *testing.T) {
 	}
 }
 
-func TestTxIndirectChains(t *testing.T) {
-	r := newRig(t, rigOptions{indirect: 8, size: 32})
+func testTxIndirectChains(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io, indirect: 8, size: 32})
 	r.activate()
 	f := r.txFrame(7, 300)
 	parts := [][]byte{f[:5], f[5:12], f[12:100], f[100:]}
@@ -57,8 +57,8 @@ func TestTxIndirectChains(t *testing.T) {
 
 // A chain of more buffers than one writev takes (UIO_MAXIOV) still goes
 // out whole, through a copy.
-func TestTxChainLongerThanIovMax(t *testing.T) {
-	r := newRig(t, rigOptions{size: 2048, rxBufSize: 16, txBufSize: 16})
+func testTxChainLongerThanIovMax(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io, size: 2048, rxBufSize: 16, txBufSize: 16})
 	r.activate()
 	f := r.txFrame(5, 1100*8)
 	var parts [][]byte
@@ -77,8 +77,8 @@ func TestTxChainLongerThanIovMax(t *testing.T) {
 	}
 }
 
-func TestTxDropsShortFramesAndWritableBuffers(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testTxDropsShortFramesAndWritableBuffers(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	r.tx.AddChain([][]byte{make([]byte, 8)}, nil)           // shorter than the header
 	r.tx.AddChain([][]byte{r.txFrame(0, 20)}, []uint32{64}) // a writable buffer on tx
@@ -94,8 +94,8 @@ func TestTxDropsShortFramesAndWritableBuffers(t *testing.T) {
 	}
 }
 
-func TestRxFrameIntoGuestBuffer(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testRxFrameIntoGuestBuffer(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.rx.AddRxBuffers(64, 2048) // room for a 64 KiB TSO frame
 	r.activate()
 	r.rx.Kick()
@@ -114,9 +114,9 @@ func TestRxFrameIntoGuestBuffer(t *testing.T) {
 	}
 }
 
-func TestRxMergeableBuffers(t *testing.T) {
+func testRxMergeableBuffers(t *testing.T, io string) {
 	// Without GUEST_TSO a frame is at most 1530 bytes: 6 buffers of 256.
-	r := newRig(t, rigOptions{rxBufSize: 256, features: allBut(FeatGuestTSO4 | FeatGuestTSO6)})
+	r := newRig(t, rigOptions{io: io, rxBufSize: 256, features: allBut(FeatGuestTSO4 | FeatGuestTSO6)})
 	r.rx.AddRxBuffers(64, 256)
 	r.activate()
 	want := r.txFrame(9, 1000) // 1012 bytes: 4 buffers of 256
@@ -137,9 +137,9 @@ func TestRxMergeableBuffers(t *testing.T) {
 	}
 }
 
-func TestRxWithoutMergeableUsesOneChainPerFrame(t *testing.T) {
+func testRxWithoutMergeableUsesOneChainPerFrame(t *testing.T, io string) {
 	feat := uint64(FeatVersion1 | FeatEventIdx | FeatMAC)
-	r := newRig(t, rigOptions{features: feat, rxBufSize: 1600})
+	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 1600})
 	r.rx.AddRxBuffers(4, 1600) // big enough for any 1500-MTU frame
 	r.rx.AddRxBuffers(1, 200)  // too small for a full frame: goes through scratch
 	r.activate()
@@ -162,9 +162,9 @@ func TestRxWithoutMergeableUsesOneChainPerFrame(t *testing.T) {
 	}
 }
 
-func TestRxDropsFrameLargerThanBuffers(t *testing.T) {
+func testRxDropsFrameLargerThanBuffers(t *testing.T, io string) {
 	feat := uint64(FeatVersion1 | FeatMAC)
-	r := newRig(t, rigOptions{features: feat, rxBufSize: 200})
+	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 200})
 	r.rx.AddRxBuffers(1, 200)
 	r.activate()
 	r.peerWrite(r.txFrame(0, 1000)) // does not fit in 200 bytes
@@ -181,8 +181,8 @@ func TestRxDropsFrameLargerThanBuffers(t *testing.T) {
 
 // Frames wait in the backend while the guest has no buffers, and the
 // device reads none of them until buffers arrive.
-func TestRxWaitsForBuffers(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testRxWaitsForBuffers(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	for i := 0; i < 3; i++ {
 		r.peerWrite(r.txFrame(i, 64))
@@ -196,8 +196,8 @@ func TestRxWaitsForBuffers(t *testing.T) {
 	r.waitUsed(r.rx, 3, nil)
 }
 
-func TestInterruptSuppressionEventIdx(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testInterruptSuppressionEventIdx(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.rx.DisableInterrupts()
 	r.tx.DisableInterrupts()
 	r.activate()
@@ -220,10 +220,10 @@ func TestInterruptSuppressionEventIdx(t *testing.T) {
 // With EVENT_IDX the device sets avail_event: exactly at its position
 // after a single chain, NotifyThreshold-1 ahead during a burst, and back to
 // exact once the burst is over.
-func TestKickSuppressionAvailEvent(t *testing.T) {
+func testKickSuppressionAvailEvent(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.NotifyThreshold = 8
-	r := newRig(t, rigOptions{tuning: tun})
+	r := newRig(t, rigOptions{io: io, tuning: tun})
 	r.activate()
 	r.tx.AddChain([][]byte{r.txFrame(0, 60)}, nil)
 	if !r.tx.Kick() {
@@ -248,8 +248,8 @@ func TestKickSuppressionAvailEvent(t *testing.T) {
 	}
 }
 
-func TestResetStopsWorkerAndReactivates(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testResetStopsWorkerAndReactivates(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	r.tx.AddChain([][]byte{r.txFrame(0, 60)}, nil)
 	r.tx.Kick()
@@ -264,7 +264,7 @@ func TestResetStopsWorkerAndReactivates(t *testing.T) {
 	}
 	r.dev.Reset() // twice is fine
 	// A new activation on fresh rings works.
-	r2 := newRig(t, rigOptions{})
+	r2 := newRig(t, rigOptions{io: io})
 	r2.dev, r.dev = r.dev, r2.dev
 	r2.sp, r.sp = r.sp, r2.sp
 	r2.activate()
@@ -275,8 +275,8 @@ func TestResetStopsWorkerAndReactivates(t *testing.T) {
 	}
 }
 
-func TestHostileTxChainFailsOnlyTx(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testHostileTxChainFailsOnlyTx(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.rx.AddRxBuffers(64, 2048)
 	r.activate()
 	// A chain that loops on itself.
@@ -296,7 +296,7 @@ func TestHostileTxChainFailsOnlyTx(t *testing.T) {
 	}
 }
 
-func TestHostileRxChains(t *testing.T) {
+func testHostileRxChains(t *testing.T, io string) {
 	for _, tc := range []struct {
 		name string
 		add  func(r *rig)
@@ -309,7 +309,7 @@ func TestHostileRxChains(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, rigOptions{})
+			r := newRig(t, rigOptions{io: io})
 			tc.add(r)
 			r.activate()
 			r.peerWrite(r.txFrame(0, 64))
@@ -381,8 +381,8 @@ func TestDefaultMACIsStableAndLocal(t *testing.T) {
 	}
 }
 
-func TestStatsJSONAndText(t *testing.T) {
-	r := newRig(t, rigOptions{})
+func testStatsJSONAndText(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	r.tx.AddChain([][]byte{make([]byte, 4)}, nil)
 	r.tx.Kick()
@@ -422,9 +422,9 @@ func allBut(drop uint64) uint64 {
 
 // A backend whose peer went away (reads return 0 bytes) is not polled in a
 // loop: the worker stops watching it and stays idle.
-func TestRxBackendEOFDoesNotSpin(t *testing.T) {
+func testRxBackendEOFDoesNotSpin(t *testing.T, io string) {
 	for _, single := range []bool{false, true} {
-		r := newRig(t, rigOptions{})
+		r := newRig(t, rigOptions{io: io})
 		r.sp.SingleFrame = single
 		r.rx.AddRxBuffers(64, 2048)
 		r.activate()

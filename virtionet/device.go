@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"tinyvmm/devices"
 	"tinyvmm/internal/uring"
 )
@@ -133,31 +131,6 @@ func (d *Device) openRing() {
 		return
 	}
 	d.ring = r
-}
-
-// probeNowait reads zero bytes from fd through the ring, so that a backend
-// that refuses RWF_NOWAIT requests is found at open, with one notice, and
-// not at the first frame. A tap refuses them (-EOPNOTSUPP) on kernels whose
-// tun does not set FMODE_NOWAIT, Linux 6.1 (Debian 12) among them; where it
-// takes them, a zero-length read returns 0 and takes no frame.
-func probeNowait(r *uring.Ring, fd int) error {
-	iov := make([]unix.Iovec, 1) // on the heap, as Readv wants; Len 0
-	iov[0].Base = new(byte)
-	if !r.Readv(fd, iov, 0) {
-		return errors.New("io_uring: the probe did not fit the ring")
-	}
-	if _, err := r.Submit(1); err != nil {
-		return err
-	}
-	var res int32
-	r.Reap(func(_ uint64, v int32) { res = v })
-	switch {
-	case res == -int32(unix.EOPNOTSUPP):
-		return errRingUnsupported
-	case res < 0 && res != -int32(unix.EAGAIN):
-		return fmt.Errorf("io_uring probe read: %w", unix.Errno(-res))
-	}
-	return nil
 }
 
 // IO is how tx frames reach the backend: "uring", "sendmmsg" or "writev".

@@ -35,16 +35,22 @@ type rigOptions struct {
 	size      uint16
 	indirect  int
 	backend   Backend // instead of the socketpair (which is still made)
+	io        string  // one of rigIOs; "" is sendmmsg
+	mem       int     // guest memory in bytes; 0 means 8 MiB
 }
 
-// singleFrameMode makes newRig's backend move one frame per readv or
-// writev (as a tap does) instead of batches per recvmmsg and sendmmsg; see
-// TestOneFramePerSyscall.
-var singleFrameMode bool
+// rigIOs are the frame-I/O mechanisms a rig can run (rigOptions.io):
+// one readv or writev per frame (as on a tap), recvmmsg and sendmmsg (the
+// socketpair's own way), and io_uring over one-frame-per-call.
+var rigIOs = []string{IOWritev, "sendmmsg", IOUring}
 
-// rigIO is newRig's Config.IO (with singleFrameMode, "uring" sends tx
-// groups through io_uring); see TestIOUringDatapath.
-var rigIO string
+// skipUnlessIO skips where this kernel cannot run the mechanism.
+func skipUnlessIO(t *testing.T, io string) {
+	t.Helper()
+	if io == IOUring {
+		skipUnlessUring(t)
+	}
+}
 
 // traceBuffer collects the device's trace for the test.
 type traceBuffer struct{ syncbuf.Buffer }
@@ -82,13 +88,17 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp.SingleFrame = singleFrameMode
+	sp.SingleFrame = o.io != "" && o.io != "sendmmsg"
+	cfgIO := ""
+	if o.io == IOUring {
+		cfgIO = IOUring
+	}
 	r := &rig{t: t, sp: sp, trace: &traceBuffer{}, log: &syncbuf.Buffer{}}
 	var b Backend = sp
 	if o.backend != nil {
 		b = o.backend
 	}
-	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: rigIO, Log: r.logf}, b)
+	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +107,10 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		r.feat = r.dev.Features()
 	}
 	eventIdx := r.feat&FeatEventIdx != 0
-	r.drv = virtiotest.New(8 << 20)
+	if o.mem == 0 {
+		o.mem = 8 << 20
+	}
+	r.drv = virtiotest.New(o.mem)
 	if r.rx, err = r.drv.NewQueue(o.size, virtiotest.RingOptions{BufSize: o.rxBufSize, EventIdx: eventIdx}); err != nil {
 		t.Fatal(err)
 	}

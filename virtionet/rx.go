@@ -1,7 +1,6 @@
 package virtionet
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"golang.org/x/sys/unix"
@@ -17,12 +16,7 @@ const (
 	rxBroken                       // the guest broke the queue
 )
 
-var (
-	errRxChain = errors.New("rx chain")
-	// errBackendEOF: the backend's peer is gone (a read returned 0 bytes).
-	// It is not watched again: EOF stays readable and would spin the worker.
-	errBackendEOF = errors.New("backend closed")
-)
+var errRxChain = errors.New("rx chain")
 
 // handleRx moves frames from the backend into guest rx buffers, batch by
 // batch, until the backend is empty, the guest is out of buffers or a
@@ -43,7 +37,7 @@ func (w *worker) handleRx() (requeue bool) {
 			if w.backendEOF {
 				w.dropBackend()
 			} else {
-				w.watchTap(true)
+				w.watchBackend(true)
 			}
 			return false
 		case rxNoBuffers:
@@ -52,7 +46,7 @@ func (w *worker) handleRx() (requeue bool) {
 				q.DisableNotify()
 				continue
 			}
-			w.watchTap(false)
+			w.watchBackend(false)
 			return false
 		case rxBroken:
 			return false
@@ -62,72 +56,301 @@ func (w *worker) handleRx() (requeue bool) {
 }
 
 // rxBatch reads up to RxBatch frames, then publishes the used entries once
-// and signals the guest at most once.
+// and signals the guest at most once. Chains that each hold any frame are
+// read as a group, one frame per chain, with one frameIO.recv; otherwise
+// (small mergeable buffers, or buffers smaller than a frame) frames are
+// read one at a time into as many chains as a frame may need.
 func (w *worker) rxBatch(pkts, bytes *int) rxResult {
-	if w.multiFrame || w.ring != nil {
-		if res, handled := w.rxBatchMulti(pkts, bytes); handled {
-			return res
-		}
-	}
-	q, c, p := w.q[rxQueue], &w.d.counters[rxQueue], &w.rx
+	q, p := w.q[rxQueue], &w.rx
 	p.reset()
-	frames, reads := 0, 0
-	res := rxBatchFull
-	for reads < max(w.tuning.RxBatch, 1) {
-		capacity, err := w.gatherFrame()
-		if err != nil {
-			w.breakQueue(rxQueue, err)
-			res = rxBroken
-			break
+	limit := max(w.tuning.RxBatch, 1)
+	if wp := w.tuning.RxWeightPkts; wp > 0 {
+		limit = max(min(limit, wp-*pkts), 1)
+	}
+	frames, res := 0, rxBatchFull
+	whole, err := w.popWhole(limit)
+	switch {
+	case err != nil:
+		w.breakQueue(rxQueue, err)
+		return rxBroken
+	case w.held > 0:
+		frames, res = w.deliverHeld(pkts, bytes)
+		if res == rxBatchFull {
+			var more int
+			more, res = w.readEach(limit-1, pkts, bytes)
+			frames += more
 		}
-		if capacity < 0 {
-			res = rxNoBuffers
-			break
-		}
-		n, err := w.receive(capacity)
-		if errors.Is(err, unix.EAGAIN) {
-			res = rxBackendEmpty
-			break
-		}
-		if errors.Is(err, errBackendEOF) {
-			w.backendEOF = true
-			res = rxBackendEmpty
-			break
-		}
-		reads++
-		if err != nil {
-			c.drop(DropRxReadError)
-			res = rxBackendEmpty // level-triggered epoll brings us back
-			break
-		}
-		*pkts++ // a dropped frame was work too: it counts for the weight
-		if n > 0 {
-			frames++
-			*bytes += n
-		}
-		if overWeight(c, *pkts, *bytes, w.tuning.RxWeightPkts, w.tuning.RxWeightBytes) {
-			res = rxBudget
-			break
-		}
+	case whole > 0:
+		frames, res = w.readWhole(pkts, bytes)
+	case len(p.chains) == 0:
+		res = rxNoBuffers
+	default:
+		frames, res = w.readEach(limit, pkts, bytes)
 	}
 	if k := p.unconsumed(); k > 0 && res != rxBroken {
 		q.Rewind(uint16(k))
 	}
 	if frames > 0 {
-		w.endRxBatch(frames)
+		w.d.counters[rxQueue].batch(frames)
+		if w.trace != nil {
+			w.trace.event("rx", "batch", "", frames)
+		}
+		w.publish(rxQueue)
 	}
 	return res
 }
 
+// popWhole pops up to limit chains that can each take any frame whole,
+// and returns how many. A chain that cannot is left in the pool when it is
+// the first, and given back otherwise.
+func (w *worker) popWhole(limit int) (int, error) {
+	p := &w.rx
+	for len(p.chains) < limit {
+		ok, err := w.popRx()
+		if err != nil || !ok {
+			return len(p.chains), err
+		}
+		if ch := p.chains[len(p.chains)-1]; ch.capacity < w.maxFrame || ch.end-ch.start >= maxIov || w.held > 0 {
+			if len(p.chains) == 1 {
+				return 0, nil
+			}
+			w.q[rxQueue].Rewind(1)
+			p.trim()
+			break
+		}
+	}
+	return len(p.chains), nil
+}
+
+// readWhole reads frames into the pooled chains, one each, with one
+// frameIO.recv. A slot left without a frame, or with a frame that was
+// dropped, is filled by moving the next frame down, so that frames take
+// chains in order and the unused ones can be given back.
+func (w *worker) readWhole(pkts, bytes *int) (frames int, res rxResult) {
+	p, c := &w.rx, &w.d.counters[rxQueue]
+	w.slots = w.slots[:0]
+	for i := range p.chains {
+		w.slots = append(w.slots, p.slot(i))
+	}
+	w.got = w.got[:0]
+	for range p.chains {
+		w.got = append(w.got, 0)
+	}
+	n, calls, err := w.io.recv(w.fd, w.slots, w.got)
+	c.syscalls.Add(uint64(calls))
+	for i := 0; i < n; i++ {
+		got := w.got[i]
+		if got <= 0 {
+			continue // no frame in this slot
+		}
+		*pkts++ // a dropped frame was work too: it counts for the weight
+		if !w.frameFits(got, p.chains[i].capacity) {
+			continue
+		}
+		if i != p.next {
+			to := p.chains[p.next]
+			scatter(p.iovs[to.start:to.end], gather(w.scratchBuf(), w.slots[i], got))
+		}
+		w.deliver(got, bytes, &frames)
+	}
+	switch {
+	case err != nil:
+		return frames, w.rxStopped(err)
+	case overWeight(c, *pkts, *bytes, w.tuning.RxWeightPkts, w.tuning.RxWeightBytes):
+		return frames, rxBudget
+	case n < len(p.chains):
+		return frames, rxBackendEmpty // epoll says when more arrive
+	}
+	return frames, rxBatchFull
+}
+
+// readEach reads up to limit frames one at a time, each into the chains
+// gatherFrame lines up for it: straight in where they can hold any frame,
+// else through the bounce buffer.
+func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult) {
+	c := &w.d.counters[rxQueue]
+	for reads := 0; reads < limit; reads++ {
+		capacity, direct, err := w.gatherFrame(w.maxFrame)
+		if err != nil {
+			w.breakQueue(rxQueue, err)
+			return frames, rxBroken
+		}
+		if capacity < 0 {
+			return frames, rxNoBuffers
+		}
+		slot := w.gathered
+		if !direct {
+			slot = w.bounceSlot()
+			capacity = min(capacity, len(w.bounce)-1)
+		}
+		w.slots = append(w.slots[:0], slot)
+		w.got = append(w.got[:0], 0)
+		n, calls, err := w.io.recv(w.fd, w.slots, w.got)
+		c.syscalls.Add(uint64(calls))
+		if n == 0 {
+			return frames, w.rxStopped(err)
+		}
+		*pkts++
+		got := w.got[0]
+		switch {
+		case !direct && got <= len(w.bounce)-1 && got > capacity && w.mergeable:
+			// Larger than the buffers the guest has now: hold it until
+			// it adds more (a small ring may never line up a largest frame).
+			w.held = got
+			return frames, w.holdOrDrop()
+		case !w.frameFits(got, capacity):
+		case direct:
+			w.deliver(got, bytes, &frames)
+		default:
+			w.scatterChains(w.bounce[:got])
+			w.deliver(got, bytes, &frames)
+		}
+		if overWeight(c, *pkts, *bytes, w.tuning.RxWeightPkts, w.tuning.RxWeightBytes) {
+			return frames, rxBudget
+		}
+		if err != nil {
+			return frames, w.rxStopped(err)
+		}
+	}
+	return frames, rxBatchFull
+}
+
+// deliverHeld places the frame held in the bounce buffer once the guest
+// has added enough buffers for it.
+func (w *worker) deliverHeld(pkts, bytes *int) (frames int, res rxResult) {
+	capacity, _, err := w.gatherFrame(w.held)
+	switch {
+	case err != nil:
+		w.breakQueue(rxQueue, err)
+		return 0, rxBroken
+	case capacity < w.held:
+		return 0, w.holdOrDrop()
+	}
+	w.scatterChains(w.bounce[:w.held])
+	w.deliver(w.held, bytes, &frames)
+	w.held = 0
+	return frames, rxBatchFull
+}
+
+// holdOrDrop keeps the held frame waiting for buffers, unless the guest
+// has given the device every buffer its ring can hold and they are still
+// too few: then no buffers will come, and the frame is dropped.
+func (w *worker) holdOrDrop() rxResult {
+	p := &w.rx
+	descs := len(p.iovs) - len(p.chains) // each chain's buffers plus one overflow byte
+	if p.unconsumed() < int(w.q[rxQueue].Size) && descs < int(w.q[rxQueue].Size) {
+		return rxNoBuffers
+	}
+	w.d.counters[rxQueue].drop(DropRxTooBig)
+	w.held = 0
+	return rxBatchFull
+}
+
+// frameFits counts a frame the guest cannot take: longer than the buffers
+// read into (it reached the overflow byte), or shorter than a vnet header.
+func (w *worker) frameFits(got, capacity int) bool {
+	switch {
+	case got > capacity:
+		w.d.counters[rxQueue].drop(DropRxTooBig)
+		return false
+	case got < w.hdrLen:
+		w.d.counters[rxQueue].drop(DropRxReadError)
+		return false
+	}
+	return true
+}
+
+// deliver hands the pool's next chains, which now hold a got-byte frame,
+// back to the guest and counts the frame.
+func (w *worker) deliver(got int, bytes, frames *int) {
+	c := &w.d.counters[rxQueue]
+	w.completeChains(got)
+	*frames++
+	*bytes += got - w.hdrLen
+	c.frames.Add(1)
+	c.bytes.Add(uint64(got - w.hdrLen))
+}
+
+// rxStopped turns what ended a recv early into the handler's next step.
+func (w *worker) rxStopped(err error) rxResult {
+	var failed *ioFailure
+	switch {
+	case errors.Is(err, unix.EAGAIN):
+	case errors.Is(err, errBackendEOF):
+		w.backendEOF = true
+	case errors.As(err, &failed):
+		w.fallBack(err) // frames still waiting wake the worker again
+	default:
+		w.d.counters[rxQueue].drop(DropRxReadError) // level-triggered epoll brings us back
+	}
+	return rxBackendEmpty
+}
+
+// gatherFrame lines up the pool's chains, from the first unconsumed one,
+// popping more, until they hold need bytes (just one chain without
+// MRG_RXBUF). It returns their capacity, -1 when the guest has no buffers
+// at all, and whether a frame can be read straight into them: w.gathered
+// then holds their iovecs and the overflow byte.
+func (w *worker) gatherFrame(need int) (capacity int, direct bool, err error) {
+	p := &w.rx
+	w.gathered = w.gathered[:0]
+	i := p.next
+	for ; ; i++ {
+		if i == len(p.chains) {
+			ok, err := w.popRx()
+			if err != nil {
+				return 0, false, err
+			}
+			if !ok {
+				break
+			}
+		}
+		ch := p.chains[i]
+		capacity += ch.capacity
+		w.gathered = append(w.gathered, p.iovs[ch.start:ch.end]...)
+		if !w.mergeable || capacity >= need {
+			break
+		}
+	}
+	if i == p.next && i == len(p.chains) {
+		return -1, false, nil
+	}
+	w.gathered = append(w.gathered, iovec(p.over))
+	direct = len(w.gathered) <= maxIov && (capacity >= need || !w.mergeable)
+	return capacity, direct, nil
+}
+
+// bounceSlot is the bounce buffer as one slot: it holds the largest frame
+// any backend delivers, plus one byte so that a longer one shows.
+func (w *worker) bounceSlot() []unix.Iovec {
+	if w.bounce == nil {
+		w.bounce = make([]byte, 12+maxGSOFrame+1)
+		w.bounceIov = []unix.Iovec{iovec(w.bounce)}
+	}
+	return w.bounceIov
+}
+
+// scatterChains copies a frame into the pool's chains from the first
+// unconsumed one on, each filled before the next.
+func (w *worker) scatterChains(b []byte) {
+	p := &w.rx
+	for i := p.next; len(b) > 0 && i < len(p.chains); i++ {
+		ch := p.chains[i]
+		take := min(len(b), ch.capacity)
+		scatter(p.iovs[ch.start:ch.end], b[:take])
+		b = b[take:]
+	}
+}
+
 // rxBuffersArrived re-enables rx kicks and reports whether the driver added
-// buffers beyond the ones that were too few for a frame. avail_event is set
-// past those, or the driver, already beyond it, would never kick.
+// buffers beyond the k it had, which were too few for a frame. avail_event
+// goes just past what the device has seen (those k included: Rewind gave
+// them back, but they are on the ring), so the next buffer added kicks.
 func (w *worker) rxBuffersArrived() bool {
 	q := w.q[rxQueue]
 	k := w.rx.unconsumed()
-	q.AvailEventAhead = uint16(k)
-	more := q.EnableNotify()
 	q.AvailEventAhead = 0
+	more := q.EnableNotify()
 	if k == 0 || !more {
 		return more
 	}
@@ -142,107 +365,4 @@ func (w *worker) rxBuffersArrived() bool {
 	}
 	q.Rewind(uint16(n))
 	return n > k
-}
-
-// receive reads one frame into the gathered buffers (straight in when they
-// can hold any frame, else through the scratch buffer), returns the used
-// chains to the guest and gives the frame length without header (0 when
-// it was dropped).
-func (w *worker) receive(capacity int) (int, error) {
-	c := &w.d.counters[rxQueue]
-	var n int
-	var err error
-	direct := len(w.rxIov) > 0 && capacity >= w.maxFrame
-	c.syscalls.Add(1)
-	if direct {
-		n, err = readv(w.fd, w.rxIov)
-		if err == nil && n == capacity && capacity > w.maxFrame {
-			c.drop(DropRxTooBig) // truncated: larger than the backend should deliver
-			return 0, nil
-		}
-	} else {
-		s := w.scratchBuf()
-		w.iov = append(w.iov[:0], iovec(s))
-		n, err = readv(w.fd, w.iov)
-		if err == nil && (n > capacity || n == len(s)) {
-			c.drop(DropRxTooBig)
-			return 0, nil
-		}
-	}
-	if errors.Is(err, unix.EBADFD) {
-		return 0, errBackendEOF // the tap's interface was deleted
-	}
-	if err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return 0, errBackendEOF
-	}
-	if n < w.hdrLen {
-		c.drop(DropRxReadError)
-		return 0, nil
-	}
-	w.completeFrame(n, !direct)
-	c.frames.Add(1)
-	c.bytes.Add(uint64(n - w.hdrLen))
-	return n - w.hdrLen, nil
-}
-
-// completeFrame hands the chains holding an n-byte frame back to the guest,
-// copying it from scratch first if asked, and fills in num_buffers.
-func (w *worker) completeFrame(n int, fromScratch bool) {
-	p, q := &w.rx, w.q[rxQueue]
-	first := p.chains[p.next]
-	var src []byte
-	if fromScratch {
-		src = w.scratch[:n]
-	}
-	used := 0
-	for rem := n; rem > 0 || used == 0; used++ {
-		ch := p.chains[p.next+used]
-		take := min(rem, ch.capacity)
-		if fromScratch {
-			w.scatter(ch, src[:take])
-			src = src[take:]
-		}
-		q.AddUsed(ch.head, uint32(take))
-		rem -= take
-	}
-	if w.hdrLen == 12 {
-		var nb [2]byte
-		binary.LittleEndian.PutUint16(nb[:], uint16(used))
-		w.writeAt(first, 10, nb[:])
-	}
-	p.next += used
-}
-
-// scatter copies b into a chain's buffers from their start.
-func (w *worker) scatter(ch rxChain, b []byte) {
-	w.writeAt(ch, 0, b)
-}
-
-// writeAt writes b at byte offset off of a chain's buffers.
-func (w *worker) writeAt(ch rxChain, off int, b []byte) {
-	for _, d := range w.rx.descs[ch.start:ch.end] {
-		if len(b) == 0 {
-			return
-		}
-		if off >= int(d.Len) {
-			off -= int(d.Len)
-			continue
-		}
-		buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
-		k := copy(buf[off:], b)
-		b, off = b[k:], 0
-	}
-}
-
-// endRxBatch closes one rx batch: the batch histogram, one used-index
-// publish and at most one interrupt, whichever way the frames were read.
-func (w *worker) endRxBatch(frames int) {
-	w.d.counters[rxQueue].batch(frames)
-	if w.trace != nil {
-		w.trace.event("rx", "batch", "", frames)
-	}
-	w.publish(rxQueue)
 }

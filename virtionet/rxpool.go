@@ -1,15 +1,15 @@
 package virtionet
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"golang.org/x/sys/unix"
-
-	"tinyvmm/devices"
 )
 
-// rxChain is one popped rx chain; its writable buffers are descs[start:end]
-// of the pool (Pop's own slice is only valid until the next Pop).
+// rxChain is one popped rx chain; its writable buffers are iovs[start:end]
+// of the pool (Pop's own slice is only valid until the next Pop), and
+// iovs[end] is the pool's overflow byte.
 type rxChain struct {
 	head       uint16
 	start, end int
@@ -20,62 +20,31 @@ type rxChain struct {
 // from the front, in order, so the unconsumed ones are always the last
 // popped and Rewind can give them back.
 type rxPool struct {
-	descs  []devices.Desc
-	iovs   []unix.Iovec // the same buffers, ready for readv/recvmmsg
+	iovs   []unix.Iovec // each chain's buffers, then one overflow byte
 	chains []rxChain
-	next   int // first unconsumed chain
+	next   int    // first unconsumed chain
+	over   []byte // the overflow byte: a frame that reaches it was too long
 }
 
 func (p *rxPool) reset() {
-	p.descs, p.iovs, p.chains, p.next = p.descs[:0], p.iovs[:0], p.chains[:0], 0
+	p.iovs, p.chains, p.next = p.iovs[:0], p.chains[:0], 0
+	if p.over == nil {
+		p.over = make([]byte, 1)
+	}
 }
 
 // trim drops the last pooled chain (popped, then rewound).
 func (p *rxPool) trim() {
 	last := p.chains[len(p.chains)-1]
-	p.descs, p.iovs, p.chains = p.descs[:last.start], p.iovs[:last.start], p.chains[:len(p.chains)-1]
+	p.iovs, p.chains = p.iovs[:last.start], p.chains[:len(p.chains)-1]
 }
 
 func (p *rxPool) unconsumed() int { return len(p.chains) - p.next }
 
-// gatherFrame lines up guest buffers for the next frame in w.rxIov, from
-// the pool's unconsumed chains and new pops: one chain, or with MRG_RXBUF
-// as many as a largest frame needs. Pooled chains are contiguous, so
-// w.rxIov is a window on the pool's iovecs, not a copy. It returns their
-// capacity, -1 when the guest has too few buffers, or an error when it
-// broke the rules.
-func (w *worker) gatherFrame() (int, error) {
-	p := &w.rx
-	w.rxIov = nil
-	capacity := 0
-	first := -1
-	for i := p.next; ; i++ {
-		if i == len(p.chains) {
-			ok, err := w.popRx()
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				return -1, nil
-			}
-		}
-		ch := p.chains[i]
-		if first < 0 {
-			first = ch.start
-		}
-		if ch.end-first > maxIov {
-			if i == p.next {
-				return ch.capacity, nil // no iovecs: receive copies
-			}
-			break
-		}
-		w.rxIov = p.iovs[first:ch.end]
-		capacity += ch.capacity
-		if !w.mergeable || capacity >= w.maxFrame {
-			break
-		}
-	}
-	return capacity, nil
+// slot is chain i's buffers and the overflow byte: what a frame is read into.
+func (p *rxPool) slot(i int) []unix.Iovec {
+	ch := p.chains[i]
+	return p.iovs[ch.start : ch.end+1]
 }
 
 // popRx pops one rx chain into the pool and checks it: only writable
@@ -86,24 +55,60 @@ func (w *worker) popRx() (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
-	rc := rxChain{head: chain.Head, start: len(p.descs)}
+	rc := rxChain{head: chain.Head, start: len(p.iovs)}
 	for _, d := range chain.Bufs {
 		if !d.Write {
+			p.iovs = p.iovs[:rc.start]
 			return false, fmt.Errorf("%w from head %d has a device-readable buffer", errRxChain, chain.Head)
 		}
 		if d.Len > 0 {
 			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
-			p.descs = append(p.descs, d)
 			p.iovs = append(p.iovs, iovec(buf))
 			rc.capacity += int(d.Len)
 		}
 	}
-	rc.end = len(p.descs)
+	rc.end = len(p.iovs)
+	p.iovs = append(p.iovs, iovec(p.over))
 	if rc.capacity < w.hdrLen {
-		p.descs, p.iovs = p.descs[:rc.start], p.iovs[:rc.start]
+		p.iovs = p.iovs[:rc.start]
 		return false, fmt.Errorf("%w from head %d has %d bytes, less than the %d-byte vnet header",
 			errRxChain, chain.Head, rc.capacity, w.hdrLen)
 	}
 	p.chains = append(p.chains, rc)
 	return true, nil
+}
+
+// completeChains hands the pool's next chains, which hold an n-byte frame,
+// back to the guest, and fills in num_buffers (MRG_RXBUF's header).
+func (w *worker) completeChains(n int) {
+	p, q := &w.rx, w.q[rxQueue]
+	first := p.chains[p.next]
+	used := 0
+	for rem := n; rem > 0 || used == 0; used++ {
+		ch := p.chains[p.next+used]
+		take := min(rem, ch.capacity)
+		q.AddUsed(ch.head, uint32(take))
+		rem -= take
+	}
+	if w.hdrLen == 12 {
+		var nb [2]byte
+		binary.LittleEndian.PutUint16(nb[:], uint16(used))
+		writeAt(p.iovs[first.start:first.end], 10, nb[:])
+	}
+	p.next += used
+}
+
+// writeAt writes b at byte offset off of the memory behind iov.
+func writeAt(iov []unix.Iovec, off int, b []byte) {
+	for _, v := range iov {
+		if len(b) == 0 {
+			return
+		}
+		if off >= int(v.Len) {
+			off -= int(v.Len)
+			continue
+		}
+		k := copy(iovecBytes(v)[off:], b)
+		b, off = b[k:], 0
+	}
 }

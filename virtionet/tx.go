@@ -1,8 +1,6 @@
 package virtionet
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices"
@@ -11,19 +9,18 @@ import (
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
 const maxIov = 1024
 
+// maxTxGroup bounds the chains sent with one frameIO.send.
+const maxTxGroup = 64
+
 // handleTx moves guest tx chains to the backend until the ring is empty or
 // a budget is used up; it returns true when it should run again without a
-// kick (requeue). Used entries are published every NotifyThreshold chains
-// and at the end of the run. Chains go out in units: one chain per writev,
-// or up to NotifyThreshold chains per sendmmsg (a MultiFramer backend) or
-// per io_uring_enter (IO=uring).
+// kick (requeue). Chains go out in groups of NotifyThreshold (one system
+// call each where the frameIO batches); used entries are published after
+// each group and at the end of the run.
 func (w *worker) handleTx() (requeue bool) {
 	q, c := w.q[txQueue], &w.d.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
-	unit := 1
-	if w.txBatches() {
-		unit = min(thr, maxTxGroup)
-	}
+	group := min(thr, maxTxGroup)
 	q.DisableNotify()
 	pkts, bytes, unpublished := 0, 0, 0
 	publish := func() {
@@ -38,14 +35,14 @@ func (w *worker) handleTx() (requeue bool) {
 			publish()
 			return false
 		}
-		limit, byteRoom := unit, 0
+		limit, byteRoom := group, 0
 		if wp := w.tuning.TxWeightPkts; wp > 0 {
 			limit = min(limit, wp-pkts)
 		}
 		if wb := w.tuning.TxWeightBytes; wb > 0 {
 			byteRoom = wb - bytes
 		}
-		k, b, empty, err := w.txUnit(limit, byteRoom)
+		k, b, empty, err := w.txGroup(limit, byteRoom)
 		pkts, bytes, unpublished = pkts+k, bytes+b, unpublished+k
 		if unpublished >= thr {
 			publish()
@@ -85,12 +82,13 @@ func (w *worker) handleTx() (requeue bool) {
 	}
 }
 
-// txUnit moves up to limit chains to the backend, stopping early once
-// byteRoom bytes (if above 0) are sent, and adds them used. It returns the
-// chains taken, the frame bytes sent, whether the ring ran empty, and the
-// error of a guest that broke the queue.
-func (w *worker) txUnit(limit, byteRoom int) (k, b int, empty bool, err error) {
-	q := w.q[txQueue]
+// txGroup pops up to limit chains, stopping early once byteRoom bytes (if
+// above 0) are staged, sends their frames with one frameIO.send and adds
+// them used. It returns the chains taken, the frame bytes sent, whether
+// the ring ran empty, and the error of a guest that broke the queue.
+func (w *worker) txGroup(limit, byteRoom int) (k, sent int, empty bool, err error) {
+	q, g := w.q[txQueue], &w.txg
+	g.reset()
 	for k < limit {
 		chain, ok, perr := q.Pop()
 		if perr != nil {
@@ -105,80 +103,130 @@ func (w *worker) txUnit(limit, byteRoom int) (k, b int, empty bool, err error) {
 			w.trace.event("tx", "pop", "head", chain.Head, "bufs", len(chain.Bufs))
 		}
 		k++
-		if !w.txBatches() || !w.stageTx(chain) {
-			b += w.flushTx() // keep the frames in order
-			b += w.transmit(chain)
-			q.AddUsed(chain.Head, 0)
+		if !w.stageTx(chain) {
+			break // a chain that went through scratch ends the group
 		}
-		if byteRoom > 0 && b+w.txg.bytes >= byteRoom {
+		if byteRoom > 0 && g.bytes >= byteRoom {
 			break
 		}
 	}
-	b += w.flushTx()
-	return k, b, empty, err
+	return k, w.flushTx(), empty, err
 }
 
-// transmit writes one chain's frame to the backend with one writev and
-// returns its length without the vnet header (0 when it was dropped).
-func (w *worker) transmit(chain devices.Chain) int {
-	c := &w.d.counters[txQueue]
-	w.iov = w.iov[:0]
-	total := 0
-	for _, b := range chain.Bufs {
-		if b.Write {
+// txStaged is the group of tx chains handed to one frameIO.send: each
+// chain's head and frame length (-1: dropped, nothing to send) and its
+// buffers (iovecs into guest memory, vnet header first).
+type txStaged struct {
+	heads  []uint16
+	lens   []int
+	spans  [][2]int // each sent frame's iovecs in iovs
+	iovs   []unix.Iovec
+	frames [][]unix.Iovec
+	res    []int
+	bytes  int
+	linear bool // scratch holds a frame of this group
+}
+
+func (g *txStaged) reset() {
+	g.heads, g.lens, g.spans, g.iovs = g.heads[:0], g.lens[:0], g.spans[:0], g.iovs[:0]
+	g.bytes, g.linear = 0, false
+}
+
+// stageTx checks a chain and adds it to the group, or as a counted drop.
+// A chain of more buffers than one writev takes is copied into the
+// scratch buffer; it returns false then: the group must go before another
+// such chain can.
+func (w *worker) stageTx(chain devices.Chain) bool {
+	g, c := &w.txg, &w.d.counters[txQueue]
+	start, total := len(g.iovs), 0
+	for _, d := range chain.Bufs {
+		if d.Write {
 			c.drop(DropTxWritable)
-			return 0
+			g.iovs = g.iovs[:start]
+			g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, -1)
+			return true
 		}
-		if b.Len == 0 {
-			continue
-		}
-		buf, _ := w.mem.Slice(b.Addr, uint64(b.Len)) // Pop checked it
-		if len(w.iov) == maxIov {
-			return w.transmitLinear(chain)
-		}
-		w.iov = append(w.iov, iovec(buf))
-		total += len(buf)
+		total += int(d.Len)
 	}
-	if total < w.hdrLen {
+	switch {
+	case total < w.hdrLen:
 		c.drop(DropTxShort)
-		return 0
+		g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, -1)
+		return true
+	case len(chain.Bufs) > maxIov:
+		frame := w.scratchBuf()[:0]
+		if total > cap(frame) {
+			c.drop(DropTxTooBig)
+			g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, -1)
+			return true
+		}
+		for _, d := range chain.Bufs {
+			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
+			frame = append(frame, buf...)
+		}
+		g.iovs = append(g.iovs, iovec(frame))
+		g.linear = true
+	default:
+		for _, d := range chain.Bufs {
+			if d.Len > 0 {
+				buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
+				g.iovs = append(g.iovs, iovec(buf))
+			}
+		}
 	}
-	c.syscalls.Add(1)
-	if _, err := writev(w.fd, w.iov); err != nil {
-		c.drop(DropTxWriteError)
-		return 0
-	}
-	c.frames.Add(1)
-	c.bytes.Add(uint64(total - w.hdrLen))
-	return total - w.hdrLen
+	g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, total-w.hdrLen)
+	g.spans = append(g.spans, [2]int{start, len(g.iovs)})
+	g.bytes += total - w.hdrLen
+	return !g.linear
 }
 
-// transmitLinear copies a chain of more than maxIov buffers into the
-// scratch buffer and writes it from there.
-func (w *worker) transmitLinear(chain devices.Chain) int {
-	c := &w.d.counters[txQueue]
-	frame := w.scratchBuf()[:0]
-	for _, b := range chain.Bufs {
-		buf, _ := w.mem.Slice(b.Addr, uint64(b.Len))
-		if len(frame)+len(buf) > cap(frame) {
-			c.drop(DropTxTooBig)
-			return 0
+// flushTx sends the group's frames, counts what went and what the backend
+// refused, adds every chain used, and returns the frame bytes sent. If the
+// frameIO fails as a whole, the worker goes on with one writev per frame,
+// and the frames not sent go that way.
+func (w *worker) flushTx() int {
+	g, c, q := &w.txg, &w.d.counters[txQueue], w.q[txQueue]
+	g.frames = g.frames[:0]
+	for _, sp := range g.spans {
+		g.frames = append(g.frames, g.iovs[sp[0]:sp[1]])
+	}
+	sent := 0
+	if n := len(g.frames); n > 0 {
+		if w.trace != nil {
+			w.trace.event("tx", w.io.name(), "", n)
 		}
-		frame = append(frame, buf...)
+		g.res = g.res[:0]
+		for range n {
+			g.res = append(g.res, resNotSent)
+		}
+		calls, err := w.io.send(w.fd, g.frames, g.res)
+		c.syscalls.Add(uint64(calls))
+		if err != nil {
+			w.fallBack(err)
+			for i, r := range g.res {
+				if r == resNotSent {
+					calls, _ := w.io.send(w.fd, g.frames[i:i+1], g.res[i:i+1])
+					c.syscalls.Add(uint64(calls))
+				}
+			}
+		}
 	}
-	if len(frame) < w.hdrLen {
-		c.drop(DropTxShort)
-		return 0
+	f := 0 // the next frame's result
+	for i, h := range g.heads {
+		if l := g.lens[i]; l >= 0 {
+			if g.res[f] < 0 {
+				c.drop(DropTxWriteError)
+			} else {
+				c.frames.Add(1)
+				c.bytes.Add(uint64(l))
+				sent += l
+			}
+			f++
+		}
+		q.AddUsed(h, 0)
 	}
-	w.iov = append(w.iov[:0], iovec(frame))
-	c.syscalls.Add(1)
-	if _, err := writev(w.fd, w.iov); err != nil {
-		c.drop(DropTxWriteError)
-		return 0
-	}
-	c.frames.Add(1)
-	c.bytes.Add(uint64(len(frame) - w.hdrLen))
-	return len(frame) - w.hdrLen
+	g.reset()
+	return sent
 }
 
 // scratchBuf holds the largest frame any backend delivers, plus one byte
@@ -188,10 +236,4 @@ func (w *worker) scratchBuf() []byte {
 		w.scratch = make([]byte, 12+maxGSOFrame+1)
 	}
 	return w.scratch
-}
-
-func iovec(b []byte) unix.Iovec {
-	v := unix.Iovec{Base: (*byte)(unsafe.Pointer(unsafe.SliceData(b)))}
-	v.SetLen(len(b))
-	return v
 }

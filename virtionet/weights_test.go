@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"tinyvmm/devices/virtiotest"
 )
@@ -26,10 +27,10 @@ func (r *rig) txBurst(n, payload int) {
 	}
 }
 
-func TestTxPacketBudgetStopsRunAtExactlyN(t *testing.T) {
+func testTxPacketBudgetStopsRunAtExactlyN(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts = 10
-	r := newRig(t, rigOptions{tuning: tun})
+	r := newRig(t, rigOptions{io: io, tuning: tun})
 	r.txBurst(25, 60) // posted before DRIVER_OK: the device starts on its own
 	r.activate()
 	r.drainPeer(25)
@@ -47,10 +48,10 @@ func TestTxPacketBudgetStopsRunAtExactlyN(t *testing.T) {
 	}
 }
 
-func TestTxByteBudgetStopsRunAtExactlyB(t *testing.T) {
+func testTxByteBudgetStopsRunAtExactlyB(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.TxWeightBytes = 1000
-	r := newRig(t, rigOptions{tuning: tun})
+	r := newRig(t, rigOptions{io: io, tuning: tun})
 	r.txBurst(25, 100)
 	r.activate()
 	r.drainPeer(25)
@@ -64,10 +65,10 @@ func TestTxByteBudgetStopsRunAtExactlyB(t *testing.T) {
 }
 
 // TxWeightPkts=0 is the seed's "Origin" row: one run takes everything.
-func TestTxUnlimitedWeightIsOneRun(t *testing.T) {
+func testTxUnlimitedWeightIsOneRun(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts, tun.TxWeightBytes = 0, 0
-	r := newRig(t, rigOptions{tuning: tun})
+	r := newRig(t, rigOptions{io: io, tuning: tun})
 	r.txBurst(200, 60)
 	r.activate()
 	r.drainPeer(200)
@@ -82,10 +83,10 @@ func TestTxUnlimitedWeightIsOneRun(t *testing.T) {
 
 // A budget-limited tx run is requeued behind rx: rx frames are delivered
 // between tx runs, not after the whole tx burst.
-func TestTxBudgetRequeuesBehindRx(t *testing.T) {
+func testTxBudgetRequeuesBehindRx(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts = 4
-	r := newRig(t, rigOptions{tuning: tun})
+	r := newRig(t, rigOptions{io: io, tuning: tun})
 	r.rx.AddRxBuffers(64, 2048)
 	r.txBurst(40, 60)
 	for i := 0; i < 3; i++ {
@@ -103,10 +104,10 @@ func TestTxBudgetRequeuesBehindRx(t *testing.T) {
 	}
 }
 
-func TestRxPacketBudgetRequeues(t *testing.T) {
+func testRxPacketBudgetRequeues(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.RxWeightPkts, tun.RxBatch = 5, 64
-	r := newRig(t, rigOptions{tuning: tun})
+	r := newRig(t, rigOptions{io: io, tuning: tun})
 	r.rx.AddRxBuffers(64, 2048)
 	for i := 0; i < 12; i++ {
 		r.peerWrite(r.txFrame(i, 64))
@@ -123,8 +124,8 @@ func TestRxPacketBudgetRequeues(t *testing.T) {
 
 // One rx batch: one publish of the used index and one interrupt for all
 // frames waiting.
-func TestRxBatchPublishesOnceAndSignalsOnce(t *testing.T) {
-	r := newRig(t, rigOptions{features: allBut(FeatEventIdx)})
+func testRxBatchPublishesOnceAndSignalsOnce(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io, features: allBut(FeatEventIdx)})
 	r.rx.AddRxBuffers(64, 2048)
 	for i := 0; i < 10; i++ {
 		r.peerWrite(r.txFrame(i, 64))
@@ -143,10 +144,10 @@ func TestRxBatchPublishesOnceAndSignalsOnce(t *testing.T) {
 }
 
 // RxBatch=1 is the "before" row: a publish and an interrupt per frame.
-func TestRxBatchOneIsPerFrame(t *testing.T) {
+func testRxBatchOneIsPerFrame(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.RxBatch = 1
-	r := newRig(t, rigOptions{tuning: tun, features: allBut(FeatEventIdx)})
+	r := newRig(t, rigOptions{io: io, tuning: tun, features: allBut(FeatEventIdx)})
 	r.rx.AddRxBuffers(64, 2048)
 	for i := 0; i < 10; i++ {
 		r.peerWrite(r.txFrame(i, 64))
@@ -165,12 +166,12 @@ func TestRxBatchOneIsPerFrame(t *testing.T) {
 }
 
 // The notify threshold publishes tx used entries every N chains.
-func TestTxNotifyThresholdPublishesEveryN(t *testing.T) {
+func testTxNotifyThresholdPublishesEveryN(t *testing.T, io string) {
 	for _, thr := range []int{1, 4, 64} {
 		t.Run(fmt.Sprint(thr), func(t *testing.T) {
 			tun := DefaultTuning()
 			tun.NotifyThreshold = thr
-			r := newRig(t, rigOptions{tuning: tun})
+			r := newRig(t, rigOptions{io: io, tuning: tun})
 			r.txBurst(32, 60)
 			r.activate()
 			r.drainPeer(32)
@@ -189,49 +190,21 @@ func TestTracerIsOffWithoutWriter(t *testing.T) {
 	}
 }
 
-// The datapath tests again, with a backend that moves one frame per readv
-// or writev (the tap's way) instead of batches per recvmmsg and sendmmsg.
-func TestOneFramePerSyscall(t *testing.T) {
-	singleFrameMode = true
-	defer func() { singleFrameMode = false }()
-	for name, test := range map[string]func(*testing.T){
-		"FrameIntoGuestBuffer":        TestRxFrameIntoGuestBuffer,
-		"MergeableBuffers":            TestRxMergeableBuffers,
-		"WithoutMergeable":            TestRxWithoutMergeableUsesOneChainPerFrame,
-		"DropsFrameLargerThanBuffers": TestRxDropsFrameLargerThanBuffers,
-		"WaitsForBuffers":             TestRxWaitsForBuffers,
-		"PacketBudgetRequeues":        TestRxPacketBudgetRequeues,
-		"BatchPublishesOnce":          TestRxBatchPublishesOnceAndSignalsOnce,
-		"BatchOneIsPerFrame":          TestRxBatchOneIsPerFrame,
-		"TxBudgetRequeuesBehindRx":    TestTxBudgetRequeuesBehindRx,
-		"TxFramesReachBackend":        TestTxFramesReachBackend,
-		"TxIndirectChains":            TestTxIndirectChains,
-		"TxDrops":                     TestTxDropsShortFramesAndWritableBuffers,
-		"TxChainLongerThanIovMax":     TestTxChainLongerThanIovMax,
-		"TxPacketBudget":              TestTxPacketBudgetStopsRunAtExactlyN,
-		"TxByteBudget":                TestTxByteBudgetStopsRunAtExactlyB,
-		"TxUnlimitedWeight":           TestTxUnlimitedWeightIsOneRun,
-		"TxNotifyThreshold":           TestTxNotifyThresholdPublishesEveryN,
-		"KickSuppression":             TestKickSuppressionAvailEvent,
-		"HandlersStop":                TestHandlersStopWhenResetBegins,
-	} {
-		t.Run(name, test)
-	}
-}
-
-// With recvmmsg a frame larger than its chain is cut (MSG_TRUNC): it is
-// dropped and the chain goes back empty; the next frame is fine.
-func TestRxBatchTruncatedFrameIsDropped(t *testing.T) {
+// A frame larger than its chain (it reaches the overflow byte, or
+// recvmmsg cuts it) is dropped and counted, and the chain takes the next
+// frame: nothing truncated reaches the guest.
+func testRxBatchTruncatedFrameIsDropped(t *testing.T, io string) {
 	feat := uint64(FeatVersion1 | FeatMAC)
-	r := newRig(t, rigOptions{features: feat, rxBufSize: 1600})
+	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 1600})
 	r.rx.AddRxBuffers(4, 1600)
 	r.peerWrite(r.txFrame(0, 3000))
 	r.peerWrite(r.txFrame(1, 100))
 	r.activate()
 	var lens []uint32
-	r.waitUsed(r.rx, 2, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
-	if lens[0] != 0 || lens[1] != 112 {
-		t.Errorf("used lengths %v, want [0 112]", lens)
+	r.waitUsed(r.rx, 1, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
+	time.Sleep(10 * time.Millisecond)
+	if lens[0] != 112 || r.rx.UsedIdx() != 1 {
+		t.Errorf("used lengths %v, used index %d; want [112] and 1", lens, r.rx.UsedIdx())
 	}
 	if d := r.stats(rxQueue).Drops[DropRxTooBig.String()]; d != 1 {
 		t.Errorf("too-big drops %d, want 1", d)
@@ -240,8 +213,8 @@ func TestRxBatchTruncatedFrameIsDropped(t *testing.T) {
 
 // With no weights at all a guest that keeps a ring full could keep a run
 // going forever; once Reset has begun, the handlers stop at the next frame.
-func TestHandlersStopWhenResetBegins(t *testing.T) {
-	r := newRig(t, rigOptions{tuning: Tuning{RxBatch: 64, NotifyThreshold: 8}})
+func testHandlersStopWhenResetBegins(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io, tuning: Tuning{RxBatch: 64, NotifyThreshold: 8}})
 	r.rx.AddRxBuffers(64, 2048) // room for a 64 KiB TSO frame
 	r.txBurst(16, 60)
 	for i := 0; i < 4; i++ {
@@ -267,21 +240,36 @@ func TestHandlersStopWhenResetBegins(t *testing.T) {
 	}
 }
 
-// With a MultiFramer backend, tx chains go NotifyThreshold at a time
-// through one sendmmsg.
-func TestTxGroupsPerSendmmsg(t *testing.T) {
-	tun := DefaultTuning()
-	tun.NotifyThreshold = 8
-	r := newRig(t, rigOptions{tuning: tun})
-	r.txBurst(20, 60)
-	r.activate()
-	for i := 0; i < 20; i++ {
-		if got := r.peerRead(); string(got) != string(r.txFrame(i, 60)) {
-			t.Fatalf("frame %d out of order or changed", i)
-		}
-	}
-	r.waitUsed(r.tx, 20, nil)
-	if a, b := r.trace.count("tx sendmmsg 8"), r.trace.count("tx sendmmsg 4"); a != 2 || b != 1 {
-		t.Errorf("sendmmsg groups: %d of 8 and %d of 4, want 2 and 1\n%s", a, b, r.trace.String())
+// Tx chains go NotifyThreshold at a time, in order, through one send of
+// the frame-I/O: one sendmmsg or io_uring_enter per group, or a writev
+// per frame.
+func TestTxGroupsPerSend(t *testing.T) {
+	for _, tc := range []struct {
+		io       string
+		syscalls uint64
+	}{{IOWritev, 20}, {"sendmmsg", 3}, {IOUring, 3}} {
+		t.Run(tc.io, func(t *testing.T) {
+			skipUnlessIO(t, tc.io)
+			tun := DefaultTuning()
+			tun.NotifyThreshold = 8
+			r := newRig(t, rigOptions{io: tc.io, tuning: tun})
+			if io := r.dev.IO(); io != tc.io {
+				t.Fatalf("device IO %q, want %s", io, tc.io)
+			}
+			r.txBurst(20, 60)
+			r.activate()
+			for i := 0; i < 20; i++ {
+				if got := r.peerRead(); string(got) != string(r.txFrame(i, 60)) {
+					t.Fatalf("frame %d out of order or changed", i)
+				}
+			}
+			r.waitUsed(r.tx, 20, nil)
+			if a, b := r.trace.count("tx "+tc.io+" 8"), r.trace.count("tx "+tc.io+" 4"); a != 2 || b != 1 {
+				t.Errorf("groups: %d of 8 and %d of 4, want 2 and 1\n%s", a, b, r.trace.String())
+			}
+			if s := r.stats(txQueue); s.Frames != 20 || s.Syscalls != tc.syscalls {
+				t.Errorf("%d frames in %d system calls, want 20 in %d", s.Frames, s.Syscalls, tc.syscalls)
+			}
+		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices"
-	"tinyvmm/internal/uring"
 )
 
 // pollInterval is how soon the worker looks at the tx ring again while it
@@ -45,16 +44,16 @@ type worker struct {
 	npending              int
 	done                  chan struct{}
 
-	iov        []unix.Iovec
-	scratch    []byte // for frames that do not fit straight into guest buffers
-	rx         rxPool
-	rxIov      []unix.Iovec // the buffers gatherFrame lined up (a window on rx.iovs)
-	multiFrame bool         // the backend moves batches per recvmmsg/sendmmsg
-	mm         []mmsghdr    // recvmmsg: one header per pooled chain
-	txg        txGroup      // tx chains staged for one sendmmsg or io_uring_enter
-	ring       *uring.Ring  // IO=uring: the device's ring; nil for one writev per frame
-	rxRes      []int32      // io_uring rx: each pooled chain's read result
-	rxWave     int          // io_uring rx: reads in the first wave of the next batch
+	io        frameIO  // how frames cross: chosen in newWorker, vectorIO after a failure
+	txg       txStaged // the tx chains of one send
+	rx        rxPool   // the rx chains of one batch
+	slots     [][]unix.Iovec
+	got       []int
+	gathered  []unix.Iovec // one frame's chains (MRG_RXBUF) and the overflow byte
+	scratch   []byte       // tx: a chain of more buffers than writev takes; rx: frames moved down
+	bounce    []byte       // rx: a frame read before its chains are known
+	bounceIov []unix.Iovec
+	held      int // rx: the bounce buffer holds a frame of this length, waiting for buffers
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {
@@ -67,16 +66,20 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 		fail:      a.Fail,
 		fd:        d.backend.Fd(),
 		done:      make(chan struct{}),
-		iov:       make([]unix.Iovec, 0, maxIov),
-		rxWave:    minRxWave,
 	}
 	if w.fail == nil {
 		w.fail = func(error) {}
 	}
-	w.multiFrame = isMultiFrame(d.backend)
-	if !w.multiFrame {
-		w.ring = d.ring
+	d.mu.Lock()
+	switch {
+	case isMultiFrame(d.backend):
+		w.io = &mmsgIO{}
+	case d.ring != nil:
+		w.io = newUringIO(d.ring)
+	default:
+		w.io = vectorIO{}
 	}
+	d.mu.Unlock()
 	for i := range w.q {
 		q := a.Queues[i]
 		if q == nil || !q.Ready {
@@ -239,7 +242,7 @@ func (w *worker) breakQueue(qi int, err error) {
 	w.broken[qi] = true
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.kick[qi], nil)
 	if qi == rxQueue {
-		w.watchTap(false)
+		w.watchBackend(false)
 	}
 	w.fail(fmt.Errorf("net %s %s queue: %w", w.d.cfg.Tap, queueName(qi), err))
 }
@@ -261,9 +264,9 @@ func (w *worker) publish(qi int) {
 	}
 }
 
-// watchTap turns readability polling of the backend on or off; it is on
+// watchBackend turns readability polling of the backend on or off; it is on
 // only while the guest has rx buffers.
-func (w *worker) watchTap(on bool) {
+func (w *worker) watchBackend(on bool) {
 	if w.tapWatched == on {
 		return
 	}
@@ -319,4 +322,28 @@ func overWeight(c *queueCounters, pkts, bytes, wPkts, wBytes int) bool {
 		return true
 	}
 	return false
+}
+
+// fallBack swaps a frameIO that failed as a whole for one writev or readv
+// per frame, for good; an io_uring is closed with one notice.
+func (w *worker) fallBack(err error) {
+	if _, ok := w.io.(*uringIO); ok {
+		w.dropRing(err)
+	}
+	w.io = vectorIO{}
+}
+
+// dropRing closes the device's io_uring after it failed.
+func (w *worker) dropRing(err error) {
+	d := w.d
+	d.mu.Lock()
+	first := d.ring != nil
+	if first {
+		d.ring.Close()
+		d.ring = nil
+	}
+	d.mu.Unlock()
+	if first { // one notice per device
+		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Tap, err)
+	}
 }

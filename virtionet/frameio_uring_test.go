@@ -22,86 +22,21 @@ func skipUnlessUring(t *testing.T) {
 	r.Close()
 }
 
-// uringRigMode makes newRig's device send tx groups through io_uring on a
-// backend that moves one frame per system call, as a tap does.
-func uringRigMode(t *testing.T) {
-	skipUnlessUring(t)
-	singleFrameMode, rigIO = true, IOUring
-	t.Cleanup(func() { singleFrameMode, rigIO = false, "" })
-}
-
-// The datapath tests again with IO=uring: budgets, the notification
-// threshold, rx batches, EVENT_IDX and drops behave as with one system
-// call per frame.
-func TestIOUringDatapath(t *testing.T) {
-	uringRigMode(t)
-	for name, test := range map[string]func(*testing.T){
-		"TxFramesReachBackend":     TestTxFramesReachBackend,
-		"TxIndirectChains":         TestTxIndirectChains,
-		"TxDrops":                  TestTxDropsShortFramesAndWritableBuffers,
-		"TxChainLongerThanIovMax":  TestTxChainLongerThanIovMax,
-		"TxPacketBudget":           TestTxPacketBudgetStopsRunAtExactlyN,
-		"TxByteBudget":             TestTxByteBudgetStopsRunAtExactlyB,
-		"TxUnlimitedWeight":        TestTxUnlimitedWeightIsOneRun,
-		"TxNotifyThreshold":        TestTxNotifyThresholdPublishesEveryN,
-		"TxBudgetRequeuesBehindRx": TestTxBudgetRequeuesBehindRx,
-		"InterruptSuppression":     TestInterruptSuppressionEventIdx,
-		"KickSuppression":          TestKickSuppressionAvailEvent,
-		"HostileTxChain":           TestHostileTxChainFailsOnlyTx,
-		"ResetReactivates":         TestResetStopsWorkerAndReactivates,
-		"HandlersStop":             TestHandlersStopWhenResetBegins,
-		"Stats":                    TestStatsJSONAndText,
-		"RxFrameIntoGuestBuffer":   TestRxFrameIntoGuestBuffer,
-		"RxMergeableBuffers":       TestRxMergeableBuffers,
-		"RxWithoutMergeable":       TestRxWithoutMergeableUsesOneChainPerFrame,
-		"RxDropsTooLarge":          TestRxDropsFrameLargerThanBuffers,
-		"RxTruncatedFrameDropped":  TestRxBatchTruncatedFrameIsDropped,
-		"RxWaitsForBuffers":        TestRxWaitsForBuffers,
-		"RxPacketBudgetRequeues":   TestRxPacketBudgetRequeues,
-		"RxBatchPublishesOnce":     TestRxBatchPublishesOnceAndSignalsOnce,
-		"RxBatchOneIsPerFrame":     TestRxBatchOneIsPerFrame,
-		"HostileRxChains":          TestHostileRxChains,
-		"RxBackendEOF":             TestRxBackendEOFDoesNotSpin,
-	} {
-		t.Run(name, test)
+// uringWorks says whether this kernel gives an io_uring.
+func uringWorks() bool {
+	r, err := uring.New(4)
+	if err == nil {
+		r.Close()
 	}
-}
-
-// With IO=uring, tx chains go NotifyThreshold at a time through one
-// io_uring_enter each, in order.
-func TestTxGroupsPerIOUringEnter(t *testing.T) {
-	uringRigMode(t)
-	tun := DefaultTuning()
-	tun.NotifyThreshold = 8
-	r := newRig(t, rigOptions{tuning: tun})
-	if io := r.dev.IO(); io != IOUring {
-		t.Fatalf("device IO %q, want uring", io)
-	}
-	r.txBurst(20, 60)
-	r.activate()
-	for i := 0; i < 20; i++ {
-		if got := r.peerRead(); string(got) != string(r.txFrame(i, 60)) {
-			t.Fatalf("frame %d out of order or changed", i)
-		}
-	}
-	r.waitUsed(r.tx, 20, nil)
-	if a, b := r.trace.count("tx uring 8"), r.trace.count("tx uring 4"); a != 2 || b != 1 {
-		t.Errorf("io_uring groups: %d of 8 and %d of 4, want 2 and 1\n%s", a, b, r.trace.String())
-	}
-	if s := r.stats(txQueue); s.Frames != 20 || s.Syscalls != 3 {
-		t.Errorf("%d frames in %d system calls, want 20 in 3", s.Frames, s.Syscalls)
-	}
-	if st := r.dev.Stats(); st.IO != IOUring || !strings.Contains(st.String(), "6.7 frames per system call") {
-		t.Errorf("stats do not show the io_uring batches:\n%s", st)
-	}
+	return err == nil
 }
 
 // A write the backend refuses is one counted drop; the group's other
 // frames still go.
 func TestIOUringWriteErrorIsOneDrop(t *testing.T) {
-	uringRigMode(t)
+	skipUnlessUring(t)
 	feat := uint64(FeatVersion1 | FeatMAC | FeatEventIdx)
-	r := newRig(t, rigOptions{features: feat})
+	r := newRig(t, rigOptions{io: IOUring, features: feat})
 	// A SOCK_SEQPACKET message over the send buffer fails with EMSGSIZE.
 	unix.SetsockoptInt(r.sp.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
 	big := r.txFrame(1, 16000)
@@ -127,11 +62,9 @@ func TestIOUringWriteErrorIsOneDrop(t *testing.T) {
 // Where io_uring cannot be set up, IO=uring says so once and the device
 // writes one frame per writev.
 func TestIOUringUnavailableFallsBack(t *testing.T) {
-	singleFrameMode, rigIO = true, IOUring
-	defer func() { singleFrameMode, rigIO = false, "" }()
 	newRing = func(uint32) (*uring.Ring, error) { return nil, errors.New("io_uring_setup: operation not permitted") }
 	defer func() { newRing = uring.New }()
-	r := newRig(t, rigOptions{})
+	r := newRig(t, rigOptions{io: IOUring})
 	if io := r.dev.IO(); io != IOWritev {
 		t.Errorf("device IO %q, want writev", io)
 	}
@@ -150,8 +83,8 @@ func TestIOUringUnavailableFallsBack(t *testing.T) {
 // longer a ring) makes the device go back to writev for good; no frame
 // is lost or sent twice.
 func TestIOUringFailureFallsBackToWritev(t *testing.T) {
-	uringRigMode(t)
-	r := newRig(t, rigOptions{})
+	skipUnlessUring(t)
+	r := newRig(t, rigOptions{io: IOUring})
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -177,34 +110,14 @@ func TestIOUringFailureFallsBackToWritev(t *testing.T) {
 	}
 }
 
-func TestConfigIO(t *testing.T) {
-	for _, tc := range []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{Tap: "t0"}, ""},
-		{Config{Tap: "t0", IO: "uring"}, ""},
-		{Config{Tap: "t0", IO: "aio"}, `io "aio": use writev or uring`},
-		{Config{Tap: "v0", AFPacket: "v0", IO: "uring"}, "io=uring is for a tap"},
-	} {
-		c, err := tc.cfg.normalized()
-		if tc.want == "" && (err != nil || (tc.cfg.IO == "" && c.IO != IOWritev)) {
-			t.Errorf("%+v: %v, io %q", tc.cfg, err, c.IO)
-		}
-		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
-		}
-	}
-}
-
 // Rx with IO=uring reads in waves, each one io_uring_enter twice as deep
 // as the one before, starting from the last batch's depth, until a read
 // finds the backend empty: 20 waiting frames take waves of 4, 8 and 16
 // reads, and make one batch (one publish, one interrupt). Without
 // GUEST_TSO every 2048-byte buffer holds a whole frame.
 func TestRxIOUringWaves(t *testing.T) {
-	uringRigMode(t)
-	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
+	skipUnlessUring(t)
+	r := newRig(t, rigOptions{io: IOUring, features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
 	r.rx.AddRxBuffers(64, 2048)
 	for i := 0; i < 20; i++ {
 		r.peerWrite(r.txFrame(i, 64))
@@ -222,45 +135,6 @@ func TestRxIOUringWaves(t *testing.T) {
 	}
 	if n := r.rx.Irq.Count(); n != 1 {
 		t.Errorf("%d interrupts, want 1", n)
-	}
-}
-
-// A frame that lands after a read of the same wave found the backend
-// empty is moved down next to the others, so frames fill chains in order.
-func TestRxIOUringCompactsLateFrame(t *testing.T) {
-	uringRigMode(t)
-	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
-	r.rx.AddRxBuffers(4, 2048)
-	w, err := newWorker(r.dev, r.drv.Activation(r.feat, r.rx, r.tx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.closePoll()
-	w.q[rxQueue].DisableNotify()
-	for i := 0; i < 4; i++ {
-		if ok, err := w.popRx(); !ok || err != nil {
-			t.Fatalf("pop %d: %v %v", i, ok, err)
-		}
-	}
-	first, late := r.txFrame(0, 64), r.txFrame(1, 100)
-	w.writeAt(w.rx.chains[0], 0, first)
-	w.writeAt(w.rx.chains[2], 0, late)
-	eagain := -int32(unix.EAGAIN)
-	w.rxRes = []int32{int32(len(first)), eagain, int32(len(late)), eagain}
-	if n := w.compactRx(0, 4); n != 2 {
-		t.Fatalf("compactRx: %d frames, want 2", n)
-	}
-	if w.rxRes[1] != int32(len(late)) || w.rxRes[2] != eagain {
-		t.Errorf("results after compaction %v", w.rxRes)
-	}
-	got := make([]byte, len(late))
-	for i, off := 0, 0; off < len(got); i++ {
-		d := w.rx.descs[w.rx.chains[1].start+i]
-		buf, _ := w.mem.Slice(d.Addr, uint64(d.Len))
-		off += copy(got[off:], buf)
-	}
-	if string(got) != string(late) {
-		t.Error("the late frame did not move to the second chain")
 	}
 }
 
@@ -314,9 +188,9 @@ func skipProbe(t *testing.T) {
 // The probe at open finds a backend that refuses non-waiting requests:
 // one notice, and writev from the start.
 func TestIOUringProbeFindsUnsupportedBackend(t *testing.T) {
-	uringRigMode(t)
+	skipUnlessUring(t)
 	pb := openPtyBackend(t)
-	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC, backend: pb})
+	r := newRig(t, rigOptions{io: IOUring, features: FeatVersion1 | FeatMAC, backend: pb})
 	if r.dev.IO() != IOWritev || strings.Count(r.log.String(), "RWF_NOWAIT") != 1 {
 		t.Fatalf("device IO %q, log %q; want writev after one notice", r.dev.IO(), r.log.String())
 	}
@@ -325,11 +199,11 @@ func TestIOUringProbeFindsUnsupportedBackend(t *testing.T) {
 // A backend that refuses non-waiting requests makes the device give up
 // io_uring with a notice; every frame still goes out, once, by writev.
 func TestIOUringUnsupportedBackendFallsBack(t *testing.T) {
-	uringRigMode(t)
+	skipUnlessUring(t)
 	skipProbe(t)
 	pb := openPtyBackend(t)
 	feat := uint64(FeatVersion1 | FeatMAC)
-	r := newRig(t, rigOptions{features: feat, backend: pb})
+	r := newRig(t, rigOptions{io: IOUring, features: feat, backend: pb})
 	if r.dev.IO() != IOUring {
 		t.Fatalf("device IO %q before any frame, want uring", r.dev.IO())
 	}
@@ -370,10 +244,10 @@ func TestIOUringUnsupportedBackendFallsBack(t *testing.T) {
 // The same on rx: the refused reads go back, and the frame is read by
 // readv.
 func TestIOUringUnsupportedBackendFallsBackRx(t *testing.T) {
-	uringRigMode(t)
+	skipUnlessUring(t)
 	skipProbe(t)
 	pb := openPtyBackend(t)
-	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC, backend: pb})
+	r := newRig(t, rigOptions{io: IOUring, features: FeatVersion1 | FeatMAC, backend: pb})
 	r.rx.AddRxBuffers(8, 2048)
 	r.activate()
 	frame := r.txFrame(0, 40)
