@@ -67,6 +67,13 @@ type Tuning struct {
 	// NotifyThreshold is how many tx chains are completed between two
 	// publishes of the used index within a run; 0 means the default.
 	NotifyThreshold int
+	// TxPollUs turns on tx poll mode: after a run of at least
+	// NotifyThreshold chains the guest's kicks stay off and the worker
+	// looks at the ring again after this many microseconds, for as long
+	// as each look finds chains (QEMU's tx_burst rule, vhost-net's busy
+	// poll, without spinning). 0 is off: kicks every NotifyThreshold
+	// chains during a burst.
+	TxPollUs int
 }
 
 // DefaultTuning is Linux vhost-net's behaviour.
@@ -99,9 +106,9 @@ func (c Config) normalized() (Config, error) {
 		c.NotifyThreshold = DefaultNotifyThreshold
 	}
 	t := c.Tuning
-	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold} {
+	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.TxPollUs} {
 		if v < 0 {
-			return c, fmt.Errorf("net %s: weights, rx batch and notify threshold must not be negative", c.Tap)
+			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Tap)
 		}
 	}
 	switch c.IO {

@@ -19,6 +19,7 @@ var datapathCases = []struct {
 	{"TxBudgetRequeuesBehindRx", testTxBudgetRequeuesBehindRx},
 	{"InterruptSuppression", testInterruptSuppressionEventIdx},
 	{"KickSuppression", testKickSuppressionAvailEvent},
+	{"TxPollModeKeepsKicksOff", testTxPollModeKeepsKicksOff},
 	{"HostileTxChain", testHostileTxChainFailsOnlyTx},
 	{"ResetReactivates", testResetStopsWorkerAndReactivates},
 	{"HandlersStop", testHandlersStopWhenResetBegins},

@@ -63,10 +63,21 @@ func (w *worker) handleTx() (requeue bool) {
 			continue
 		}
 		publish()
-		// In a burst, ask the driver to kick only every threshold chains,
-		// and look again soon by ourselves; otherwise ask for a kick on
-		// the next chain.
-		burst := q.EventIdx && thr > 1 && pkts >= thr
+		// Poll mode (TxPollUs): while the guest keeps refilling the
+		// ring, leave kicks off and look again after TxPollUs; a look
+		// that finds the ring idle turns kicks back on, so an idle ring
+		// costs one look and the thread never spins.
+		thrRun := pkts >= thr || (w.txPolling && pkts > 0)
+		if w.tuning.TxPollUs > 0 && thrRun {
+			w.txPolling = true
+			w.armPoll(w.tuning.TxPollUs * 1000)
+			return false
+		}
+		w.txPolling = false
+		// Without it: in a burst, ask the driver to kick only every
+		// threshold chains, and look again soon by ourselves; otherwise
+		// ask for a kick on the next chain.
+		burst := q.EventIdx && thr > 1 && pkts >= thr && w.tuning.TxPollUs == 0
 		q.AvailEventAhead = 0
 		if burst {
 			q.AvailEventAhead = uint16(thr - 1)
@@ -76,7 +87,7 @@ func (w *worker) handleTx() (requeue bool) {
 			continue
 		}
 		if burst {
-			w.armPoll()
+			w.armPoll(burstPollNs)
 		}
 		return false
 	}

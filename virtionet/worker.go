@@ -11,9 +11,9 @@ import (
 	"tinyvmm/devices"
 )
 
-// pollInterval is how soon the worker looks at the tx ring again while it
+// burstPollNs is how soon the worker looks at the tx ring again while it
 // has set avail_event ahead (the driver then does not kick for every chain).
-const pollInterval = 50_000 // ns
+const burstPollNs = 50_000
 
 // worker serves one queue pair on its own OS thread, like a vhost worker.
 // Everything but stop runs on that thread.
@@ -40,6 +40,7 @@ type worker struct {
 	tapWatched            bool
 	backendEOF            bool // the backend's peer closed: never watch it again
 	polling               bool // the poll timer is armed
+	txPolling             bool // poll mode: tx kicks are off while the guest keeps adding
 	pending               [2]int
 	npending              int
 	done                  chan struct{}
@@ -288,11 +289,11 @@ func (w *worker) dropBackend() {
 }
 
 // armPoll makes the worker look at the tx ring again soon.
-func (w *worker) armPoll() {
+func (w *worker) armPoll(ns int) {
 	if w.polling {
 		return
 	}
-	ts := unix.ItimerSpec{Value: unix.NsecToTimespec(pollInterval)}
+	ts := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(ns))}
 	if unix.TimerfdSettime(w.timerfd, 0, &ts, nil) == nil {
 		w.polling = true
 	}

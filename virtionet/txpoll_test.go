@@ -1,0 +1,55 @@
+package virtionet
+
+import (
+	"fmt"
+	"testing"
+)
+
+// In tx poll mode a burst leaves the guest's kicks off: chains it adds
+// while the worker polls go out without a kick, and once a look finds the
+// ring idle, kicks are back on for the next chain. With and without
+// EVENT_IDX (avail_event left behind, or the NO_NOTIFY flag).
+func testTxPollModeKeepsKicksOff(t *testing.T, io string) {
+	for _, eventIdx := range []bool{true, false} {
+		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {
+			tun := DefaultTuning()
+			tun.NotifyThreshold, tun.TxPollUs = 8, 20000 // long: a loaded machine must not let the ring look idle
+			feat := uint64(0)
+			if !eventIdx {
+				feat = allBut(FeatEventIdx)
+			}
+			r := newRig(t, rigOptions{io: io, tuning: tun, features: feat})
+			r.activate()
+			r.txBurst(8, 60)
+			if !r.tx.Kick() {
+				t.Fatal("the first burst was not kicked")
+			}
+			r.drainPeer(8)
+			r.waitUsed(r.tx, 8, nil)
+			// The worker polls now: more chains need no kick.
+			for round := 0; round < 3; round++ {
+				r.txBurst(8, 60)
+				if r.tx.Kick() {
+					t.Fatalf("round %d: the driver was asked to kick while the device polls", round)
+				}
+				r.drainPeer(8)
+				r.waitUsed(r.tx, 8, nil)
+			}
+			// Idle: one look finds nothing and turns kicks back on.
+			waitFor(t, "kicks back on", func() bool {
+				if eventIdx {
+					return r.tx.AvailEvent() == r.tx.AvailIdx()
+				}
+				return r.tx.UsedFlags()&1 == 0
+			})
+			r.txBurst(1, 60)
+			if !r.tx.Kick() {
+				t.Fatal("after the ring went idle the next chain was not kicked")
+			}
+			r.drainPeer(1)
+			if k := r.stats(txQueue).Kicks; k != 2 {
+				t.Errorf("device saw %d kicks for 33 chains, want 2", k)
+			}
+		})
+	}
+}
