@@ -2,6 +2,7 @@ package devices_test
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"tinyvmm/devices"
@@ -215,5 +216,53 @@ func TestBadLayout(t *testing.T) {
 	q := good
 	if _, ok, err := q.Pop(); ok || err != nil {
 		t.Fatalf("the good layout: Pop = ok %v err %v, want empty", ok, err)
+	}
+}
+
+// TestResetKeepsConfiguration: Reset keeps everything the transport and the
+// device configured (every exported field), so a queue that worked before a
+// reset works the same after it. It sets each exported field to a value
+// other than its zero value, so a field Reset forgets shows up here.
+func TestResetKeepsConfiguration(t *testing.T) {
+	mem := devices.FlatMemory(make([]byte, 1<<16))
+	q := devices.Queue{
+		Size: 8, MaxSize: 16, DescAddr: 0x1000, AvailAddr: 0x2000, UsedAddr: 0x3000,
+		Ready: true, EventIdx: true, Indirect: true, Mem: mem, AvailEventAhead: 3,
+	}
+	v := reflect.ValueOf(q)
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Type().Field(i); f.IsExported() && v.Field(i).IsZero() {
+			t.Fatalf("the test leaves Queue.%s zero; give it a value so Reset is checked for it", f.Name)
+		}
+	}
+	q.Pop() // binds the rings, so Reset has run-time state to forget
+	q.Reset()
+	after := reflect.ValueOf(q)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if !reflect.DeepEqual(v.Field(i).Interface(), after.Field(i).Interface()) {
+			t.Errorf("Reset changed Queue.%s from %v to %v", f.Name, v.Field(i), after.Field(i))
+		}
+	}
+}
+
+// TestResetKeepsIndirect: an indirect chain pops after a reset, as it did
+// before one (Reset used to drop the negotiated INDIRECT_DESC).
+func TestResetKeepsIndirect(t *testing.T) {
+	_, r, q := newRing(t, 8, virtiotest.RingOptions{Indirect: 2})
+	if _, err := r.AddIndirect([][]byte{[]byte("a"), []byte("b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustPop(t, q)
+	q.Reset()
+	r.SetAvailIdx(0)
+	if _, err := r.AddIndirect([][]byte{[]byte("a"), []byte("b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustPop(t, q); len(c.Bufs) != 2 {
+		t.Fatalf("after Reset the indirect chain has %d buffers, want 2", len(c.Bufs))
 	}
 }
