@@ -303,12 +303,15 @@ func TestCLIBusyTap(t *testing.T) {
 	kernel := filepath.Join(t.TempDir(), "vmlinux")
 	os.WriteFile(kernel, minimalELF(), 0o644)
 	noGuest := t.TempDir()
-	cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "run", "--kernel", kernel, "--mem", "32M", "--net", "tap=tvbusy0")
+	cmd := exec.Command(bin, "run", "--kernel", kernel, "--mem", "32M", "--net", "tap=tvbusy0")
 	cmd.Env = append(os.Environ(), "TINYVMM_GUEST_DIR="+noGuest)
 	cmd.Dir = noGuest
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	err = cmd.Run()
+	if err := ns.Do(cmd.Start); err != nil { // started in the namespace
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v, want status 1; stderr %q", err, stderr.String())
