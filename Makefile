@@ -9,7 +9,7 @@ TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
 RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/...
 
-.PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check fuzz bench bench-device netns netns-down clean
+.PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 
 all: build
 
@@ -36,7 +36,7 @@ run-nested: build guest
 	$(GO) run ./test/nested/cmd/nested -probe-exits 0 -- run --stats --net tap=$(TAP) \
 		--append $(GUEST_IP) -- $(CMD)
 
-test: build guest fmt-check vet test-unit fuzz test-nested
+test: build guest fmt-check mod-check vet test-unit fuzz test-nested
 
 # tinyvmm on real KVM inside a QEMU TCG guest with nested SVM (for hosts without /dev/kvm):
 # the kvm/, vmm/ and bench/ tests, and a Linux L2 guest booted by tinyvmm. About 2-5 minutes.
@@ -52,6 +52,10 @@ vet:
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+# go.mod and go.sum say exactly what the code imports (go mod tidy).
+mod-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 
 # A short fuzzing pass over guest-controlled input; longer with FUZZTIME=5m.
 FUZZTIME ?= 15s

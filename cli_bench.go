@@ -5,6 +5,7 @@ import (
 	"io"
 
 	e2ebench "tinyvmm/bench"
+	"tinyvmm/internal/cliflag"
 	devbench "tinyvmm/virtionet/bench"
 )
 
@@ -35,6 +36,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		err = e2ebench.MainE2E(args[1:], stdout, stderr)
 	default:
 		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device or e2e", args[0]))
+	}
+	if cliflag.IsUsage(err) {
+		return fail(stderr, exitUsage, err)
 	}
 	if err != nil {
 		return fail(stderr, exitRuntime, err)

@@ -8,14 +8,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"syscall"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
@@ -45,7 +44,6 @@ type runFlags struct {
 
 func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported in one line by runMain
 	f.cfg.MemBytes = 256 << 20
 	f.tuning = virtionet.DefaultTuning()
 	fs.StringVar(&f.cfg.Kernel, "kernel", "", "guest kernel: a bzImage or an uncompressed vmlinux `PATH` (default: out/guest/vmlinux)")
@@ -80,19 +78,22 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	var f runFlags
 	fs := newRunFlagSet(&f)
 	flagArgs, command, hasCmd := splitCommand(args)
-	if err := fs.Parse(flagArgs); err != nil {
+	if err := cliflag.Parse(fs, "run", flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, runUsage)
 			printFlags(stdout, fs)
 			return 0
 		}
-		return fail(stderr, exitUsage, fmt.Errorf("%s; see tinyvmm run --help", flagError(err)))
+		return fail(stderr, exitUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return fail(stderr, exitUsage, fmt.Errorf("unexpected argument %q; put the guest command after --", fs.Arg(0)))
 	}
 	if hasCmd && len(command) == 0 {
 		return fail(stderr, exitUsage, fmt.Errorf("nothing after --; give the command for the guest to run"))
+	}
+	if err := f.check(); err != nil {
+		return fail(stderr, exitUsage, err)
 	}
 	cfg := f.cfg
 	cfg.Command = command
@@ -162,6 +163,9 @@ func resolveDefaults(cfg *vmm.Config, kernelGiven bool, stderr io.Writer) error 
 	return nil
 }
 
+// runVM is vmm.Run; tests replace it to stage a failure.
+var runVM = vmm.Run
+
 // boot runs the VM with the terminal set up, and turns the outcome into
 // tinyvmm's exit status.
 func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
@@ -200,10 +204,12 @@ func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	status, err := vmm.Run(ctx, cfg)
+	status, err := runVM(ctx, cfg)
 	restore() // before any message, so it starts at column 0
 	if err != nil {
-		if sig := got.Load(); sig != 0 && ctx.Err() != nil {
+		// The signal is the reason only when it is what stopped the guest;
+		// one that came during setup must not hide why setup failed.
+		if sig := got.Load(); sig != 0 && errors.Is(err, context.Cause(ctx)) {
 			fail(stderr, 0, context.Cause(ctx))
 			return 128 + int(sig)
 		}
@@ -238,27 +244,50 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// flagValueError matches the flag package's wrapper around a Set error.
-var flagValueError = regexp.MustCompile(`^invalid value (".*") for flag -([\w-]+): (.*)$`)
+// check checks the flags that Config.Validate cannot see: the tuning
+// values, which reach the Config only through a --net (and whose 0 means
+// "the default" there, so an explicit 0 would silently become 64 or 8), and
+// the --stats file, which would otherwise fail only after the guest ran.
+func (f *runFlags) check() error {
+	t := f.tuning
+	for _, v := range []struct {
+		name string
+		val  int
+		min  int
+	}{
+		{"tx-weight-pkts", t.TxWeightPkts, 0}, {"tx-weight-bytes", t.TxWeightBytes, 0},
+		{"rx-weight-pkts", t.RxWeightPkts, 0}, {"rx-weight-bytes", t.RxWeightBytes, 0},
+		{"rx-batch", t.RxBatch, 1}, {"notify-threshold", t.NotifyThreshold, 1},
+	} {
+		switch {
+		case v.val >= v.min:
+		case v.min == 0:
+			return fmt.Errorf("--%s %d is negative; give 0 (unlimited) or more", v.name, v.val)
+		default:
+			return fmt.Errorf("--%s %d: give at least %d", v.name, v.val, v.min)
+		}
+	}
+	return checkStatsFile(f.cfg.Stats)
+}
 
-// flagError rewords the flag package's errors in the form users type.
-func flagError(err error) string {
-	msg := err.Error()
-	if m := flagValueError.FindStringSubmatch(msg); m != nil {
-		value, name, reason := m[1], m[2], m[3]
-		if strings.HasPrefix(reason, "--") {
-			return reason // our own Set errors name the flag already
+// checkStatsFile makes sure the --stats=FILE can be written, without
+// truncating an existing file or leaving a new one behind.
+func checkStatsFile(path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	_, statErr := os.Stat(path)
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
 		}
-		if reason == "parse error" || strings.Contains(reason, "invalid syntax") {
-			reason = "not a number"
-		}
-		return fmt.Sprintf("--%s %s: %s", name, value, reason)
+		return fmt.Errorf("--stats=%s: cannot write it: %v", path, err)
 	}
-	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return "unknown flag --" + name
+	out.Close()
+	if errors.Is(statErr, os.ErrNotExist) {
+		os.Remove(path)
 	}
-	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return "--" + name + " needs a value"
-	}
-	return msg
+	return nil
 }

@@ -87,6 +87,9 @@ func (v netsValue) Set(s string) error {
 			if err != nil || mtu <= 0 {
 				return fmt.Errorf("--net mtu=%q is not a positive number", val)
 			}
+			if mtu < virtionet.MinMTU || mtu > virtionet.MaxMTU {
+				return fmt.Errorf("--net mtu=%d is outside %d..%d", mtu, virtionet.MinMTU, virtionet.MaxMTU)
+			}
 			n.MTU = mtu
 		case "io":
 			if val != virtionet.IOWritev && val != virtionet.IOUring {

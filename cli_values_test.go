@@ -34,3 +34,25 @@ func TestNetIOOption(t *testing.T) {
 		}
 	}
 }
+
+// Config.Validate refuses what New would refuse, without opening a file:
+// an mtu outside 68..65535 and negative tuning values.
+func TestValidateNetConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		net  virtionet.Config
+		want string
+	}{
+		{"mtu 67", virtionet.Config{Tap: "t0", MTU: 67}, "mtu 67 is outside 68..65535"},
+		{"mtu 70000", virtionet.Config{Tap: "t0", MTU: 70000}, "mtu 70000 is outside"},
+		{"rx batch -1", virtionet.Config{Tap: "t0", Tuning: virtionet.Tuning{RxBatch: -1}}, "must not be negative"},
+		{"tx weight -5", virtionet.Config{Tap: "t0", Tuning: virtionet.Tuning{TxWeightPkts: -5}}, "must not be negative"},
+		{"good", virtionet.Config{Tap: "t0", MTU: 9000, Tuning: virtionet.DefaultTuning()}, ""},
+	} {
+		cfg := vmm.Config{Kernel: "/no/such/kernel", MemBytes: 256 << 20, CPUs: 1, Nets: []vmm.NetConfig{{Config: tc.net}}}
+		err := cfg.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Validate = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

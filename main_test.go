@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/ptytest"
 	"tinyvmm/kvm"
+	"tinyvmm/vmm"
 )
 
 var (
@@ -95,6 +99,7 @@ func TestCLIErrors(t *testing.T) {
 	kernel := write("vmlinux", minimalELF())
 	bigInitrd := write("big.cpio", make([]byte, 40<<20))
 	unreadable := write("secret", minimalELF())
+	missing := filepath.Join(dir, "no-such-kernel")
 	os.Chmod(unreadable, 0)
 	noGuest := t.TempDir() // no default guest here
 
@@ -123,6 +128,23 @@ func TestCLIErrors(t *testing.T) {
 		{"no default guest", []string{"run"}, 1, "make guest"},
 		{"not a kernel", []string{"run", "--kernel", notKernel}, 1, "not a Linux kernel"},
 		{"initrd too big", []string{"run", "--kernel", kernel, "--initrd", bigInitrd, "--mem", "32M"}, 1, "initrd"},
+
+		// Bad flag values are usage errors (2), found before anything is
+		// loaded: the kernel named here does not exist.
+		{"mtu too small", []string{"run", "--net", "tap=t0,mtu=67", "--kernel", missing}, 2, "--net mtu=67 is outside 68..65535"},
+		{"mtu too large", []string{"run", "--net", "tap=t0,mtu=70000", "--kernel", missing}, 2, "--net mtu=70000 is outside"},
+		{"rx-batch negative", []string{"run", "--net", "tap=t0", "--rx-batch", "-1", "--kernel", missing}, 2, "--rx-batch -1"},
+		{"tx weight negative", []string{"run", "--net", "tap=t0", "--tx-weight-pkts", "-5", "--kernel", missing}, 2, "--tx-weight-pkts -5 is negative"},
+		{"tuning negative without --net", []string{"run", "--rx-weight-bytes", "-1", "--kernel", missing}, 2, "--rx-weight-bytes -1 is negative"},
+		{"rx-batch 0", []string{"run", "--net", "tap=t0", "--rx-batch", "0", "--kernel", missing}, 2, "--rx-batch 0: give at least 1"},
+		{"notify-threshold 0", []string{"run", "--notify-threshold", "0", "--kernel", missing}, 2, "--notify-threshold 0: give at least 1"},
+		{"stats file in no directory", []string{"run", "--stats=/nonexistent/x.json", "--kernel", missing}, 2, "--stats=/nonexistent/x.json: cannot write it"},
+		{"bench device bad flag", []string{"bench", "device", "--bogus"}, 2, "unknown flag --bogus; see tinyvmm bench device --help"},
+		{"bench e2e bad flag", []string{"bench", "e2e", "--bogus"}, 2, "unknown flag --bogus; see tinyvmm bench e2e --help"},
+		// Were these accepted, the short times keep the run brief.
+		{"bench device runs -1", []string{"bench", "device", "--runs", "-1", "--only", "000", "--thresholds", "1",
+			"--threshold-time", "1ms", "--json", "", "--plot", ""}, 2, "--runs -1"},
+		{"bench e2e runs 0", []string{"bench", "e2e", "--runs", "0", "--secs", "1", "--budget", "1ms"}, 2, "--runs 0"},
 	}
 	if os.Geteuid() != 0 {
 		cases = append(cases, struct {
@@ -189,6 +211,12 @@ func TestCLIHelp(t *testing.T) {
 	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net tap=NAME", "--stats[=FILE]", "Ctrl-A x", "-- CMD"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("run --help lacks %q", want)
+		}
+	}
+	for _, b := range []string{"device", "e2e"} {
+		out, err := exec.Command(bin, "bench", b, "--help").Output()
+		if err != nil || !strings.Contains(string(out), "Usage: tinyvmm bench "+b) || !strings.Contains(string(out), "-runs") {
+			t.Errorf("bench %s --help: %v, stdout %q; want its usage and flags, status 0", b, err, out)
 		}
 	}
 }
@@ -303,12 +331,15 @@ func TestCLIBusyTap(t *testing.T) {
 	kernel := filepath.Join(t.TempDir(), "vmlinux")
 	os.WriteFile(kernel, minimalELF(), 0o644)
 	noGuest := t.TempDir()
-	cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "run", "--kernel", kernel, "--mem", "32M", "--net", "tap=tvbusy0")
+	cmd := exec.Command(bin, "run", "--kernel", kernel, "--mem", "32M", "--net", "tap=tvbusy0")
 	cmd.Env = append(os.Environ(), "TINYVMM_GUEST_DIR="+noGuest)
 	cmd.Dir = noGuest
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	err = cmd.Run()
+	if err := ns.Do(cmd.Start); err != nil { // started in the namespace
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit %v, want status 1; stderr %q", err, stderr.String())
@@ -316,5 +347,40 @@ func TestCLIBusyTap(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "tinyvmm: tap tvbusy0 is busy") {
 		t.Fatalf("stderr %q, want one line saying the tap is busy", stderr.String())
+	}
+}
+
+// TestSignalDuringSetupKeepsTheError: a SIGTERM that arrives while the VM
+// is being set up must not hide why the setup failed; one that stops the
+// running guest is reported as such, with status 128+15.
+func TestSignalDuringSetupKeepsTheError(t *testing.T) {
+	orig := runVM
+	t.Cleanup(func() { runVM = orig })
+	for _, tc := range []struct {
+		name   string
+		result func(ctx context.Context) error
+		status int
+		want   string
+	}{
+		{"setup fails", func(context.Context) error { return errors.New("cannot open /dev/kvm: the real reason") },
+			1, "tinyvmm: cannot open /dev/kvm: the real reason\n"},
+		{"guest stopped", func(ctx context.Context) error { return fmt.Errorf("guest stopped: %w", context.Cause(ctx)) },
+			128 + int(syscall.SIGTERM), "tinyvmm: stopped by terminated\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runVM = func(ctx context.Context, cfg vmm.Config) (int, error) {
+				syscall.Kill(os.Getpid(), syscall.SIGTERM) // caught by boot's signal.Notify
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+					return 0, errors.New("the SIGTERM never arrived")
+				}
+				return 1, tc.result(ctx)
+			}
+			var stdout, stderr strings.Builder
+			if status := boot(vmm.Config{}, true, &stdout, &stderr); status != tc.status || stderr.String() != tc.want {
+				t.Errorf("status %d, stderr %q; want %d, %q", status, stderr.String(), tc.status, tc.want)
+			}
+		})
 	}
 }

@@ -6,17 +6,18 @@ import (
 	"fmt"
 	"io"
 
+	"tinyvmm/internal/cliflag"
 	"tinyvmm/internal/intlist"
 )
 
 // MainE2E parses the flags of `tinyvmm bench e2e` and runs it; main.go
 // calls it with the arguments after "bench e2e". The table goes to stdout,
-// usage to stderr; --help is not an error.
+// --help too; a bad flag is a one-line cliflag.UsageError, returned before
+// anything runs.
 func MainE2E(args []string, stdout, stderr io.Writer) error {
 	o := DefaultOptions()
 	o.Out = stdout
 	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for e2e.json and the plots")
 	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per cell, interleaved between systems; each cell is their median")
 	fs.IntVar(&o.Secs, "secs", o.Secs, "seconds per measurement")
@@ -27,20 +28,26 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
 	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
 	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+	if err := cliflag.Parse(fs, "bench e2e", args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, "Usage: tinyvmm bench e2e [flags]\n\nFlags:")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("bench e2e: %w", err)
+		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench e2e: unexpected argument %q (see --help)", fs.Arg(0))
+		return cliflag.Usagef("bench e2e: unexpected argument %q; see tinyvmm bench e2e --help", fs.Arg(0))
+	}
+	if o.Runs < 1 || o.Secs < 1 {
+		return cliflag.Usagef("bench e2e: --runs %d --secs %d: give at least 1 of each", o.Runs, o.Secs)
 	}
 	var err error
 	if o.Kicks, err = intlist.Parse(*kicks); err != nil {
-		return fmt.Errorf("bench e2e: --kicks: %w", err)
+		return cliflag.Usagef("bench e2e: --kicks: %v", err)
 	}
 	if o.Weights, err = intlist.Parse(*weights); err != nil {
-		return fmt.Errorf("bench e2e: --weights: %w", err)
+		return cliflag.Usagef("bench e2e: --weights: %v", err)
 	}
 	_, err = RunE2E(o)
 	return err

@@ -10,6 +10,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"tinyvmm/internal/plotfmt"
 )
 
 // plot draws e2e-throughput.png (pps per system, the medians), e2e-kick.png
@@ -50,9 +52,9 @@ func (r *Report) plotThroughput(file string) error {
 		p.Add(bars)
 		p.Legend.Add(r.Systems[s].Label, bars)
 	}
-	p.Legend.Top = true
+	p.Y.Tick.Marker = plotfmt.Ticks{}
 	p.NominalX("guest->host 64 B", "guest->host 1400 B", "host->guest 64 B")
-	return p.Save(18*vg.Centimeter, 11*vg.Centimeter, file)
+	return plotfmt.SavePNG(p, 18*vg.Centimeter, 11*vg.Centimeter, file)
 }
 
 // sweepLines adds one line per system over the sweep's x values (log
@@ -94,7 +96,6 @@ func (r *Report) sweepLines(p *plot.Plot, prefix, detail string, systems []Syste
 		}
 		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	}
-	p.Legend.Top, p.Legend.Left = true, true
 	return drawn, nil
 }
 
@@ -103,6 +104,7 @@ func (r *Report) plotKicks(file string) error {
 	p.Title.Text = "seed 000: tx 64 B pps vs kick threshold"
 	p.X.Label.Text = "frames per notify decision (kick=N)"
 	p.Y.Label.Text = "pps"
+	p.Y.Tick.Marker = plotfmt.Ticks{}
 	drawn, err := r.sweepLines(p, "kick", "", []System{SysTinyvmm, SysQEMU})
 	if err != nil {
 		return err
@@ -110,7 +112,7 @@ func (r *Report) plotKicks(file string) error {
 	if !drawn {
 		p.Title.Text += " (no data)"
 	}
-	return p.Save(16*vg.Centimeter, 10*vg.Centimeter, file)
+	return plotfmt.SavePNG(p, 16*vg.Centimeter, 10*vg.Centimeter, file)
 }
 
 func (r *Report) plotWeights(file string) error {
@@ -129,5 +131,6 @@ func (r *Report) plotWeights(file string) error {
 	if !drawn {
 		p.Title.Text += " (no data: " + r.Systems[SysTinyvmm].Skip + ")"
 	}
-	return p.Save(16*vg.Centimeter, 10*vg.Centimeter, file)
+	p.Y.Tick.Marker = plotfmt.Ticks{}
+	return plotfmt.SavePNG(p, 16*vg.Centimeter, 10*vg.Centimeter, file)
 }

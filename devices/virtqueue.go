@@ -117,13 +117,14 @@ func (q *Queue) Err() error { return q.err }
 
 // Reset forgets the queue's run-time state (indexes, the sticky error, the
 // bound ring areas) and keeps its configuration (size and addresses), so it
-// starts over as on first activation.
+// starts over as on first activation. Every exported field is
+// configuration and survives (TestResetKeepsConfiguration holds it to that).
 func (q *Queue) Reset() {
 	bufs := q.bufs[:0]
 	*q = Queue{
 		Size: q.Size, MaxSize: q.MaxSize,
 		DescAddr: q.DescAddr, AvailAddr: q.AvailAddr, UsedAddr: q.UsedAddr,
-		Ready: q.Ready, EventIdx: q.EventIdx, Mem: q.Mem,
+		Ready: q.Ready, EventIdx: q.EventIdx, Indirect: q.Indirect, Mem: q.Mem,
 		AvailEventAhead: q.AvailEventAhead,
 		bufs:            bufs,
 	}

@@ -1,7 +1,9 @@
 package devices_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
 
 	"tinyvmm/devices"
@@ -215,5 +217,98 @@ func TestBadLayout(t *testing.T) {
 	q := good
 	if _, ok, err := q.Pop(); ok || err != nil {
 		t.Fatalf("the good layout: Pop = ok %v err %v, want empty", ok, err)
+	}
+}
+
+// TestResetKeepsConfiguration: Reset keeps everything the transport and the
+// device configured (every exported field), so a queue that worked before a
+// reset works the same after it. It sets each exported field to a value
+// other than its zero value, so a field Reset forgets shows up here.
+func TestResetKeepsConfiguration(t *testing.T) {
+	mem := devices.FlatMemory(make([]byte, 1<<16))
+	q := devices.Queue{
+		Size: 8, MaxSize: 16, DescAddr: 0x1000, AvailAddr: 0x2000, UsedAddr: 0x3000,
+		Ready: true, EventIdx: true, Indirect: true, Mem: mem, AvailEventAhead: 3,
+	}
+	v := reflect.ValueOf(q)
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Type().Field(i); f.IsExported() && v.Field(i).IsZero() {
+			t.Fatalf("the test leaves Queue.%s zero; give it a value so Reset is checked for it", f.Name)
+		}
+	}
+	q.Pop() // binds the rings, so Reset has run-time state to forget
+	q.Reset()
+	after := reflect.ValueOf(q)
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if !reflect.DeepEqual(v.Field(i).Interface(), after.Field(i).Interface()) {
+			t.Errorf("Reset changed Queue.%s from %v to %v", f.Name, v.Field(i), after.Field(i))
+		}
+	}
+}
+
+// TestResetKeepsIndirect: an indirect chain pops after a reset, as it did
+// before one (Reset used to drop the negotiated INDIRECT_DESC).
+func TestResetKeepsIndirect(t *testing.T) {
+	_, r, q := newRing(t, 8, virtiotest.RingOptions{Indirect: 2})
+	if _, err := r.AddIndirect([][]byte{[]byte("a"), []byte("b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustPop(t, q)
+	q.Reset()
+	r.SetAvailIdx(0)
+	if _, err := r.AddIndirect([][]byte{[]byte("a"), []byte("b")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustPop(t, q); len(c.Bufs) != 2 {
+		t.Fatalf("after Reset the indirect chain has %d buffers, want 2", len(c.Bufs))
+	}
+}
+
+// TestRingsEndingAtEndOfMemory: a ring may end on the last byte of guest
+// RAM, even when its trailing event field starts a 32-bit word that RAM cuts
+// in half (the device used to map the whole word and refuse the ring).
+func TestRingsEndingAtEndOfMemory(t *testing.T) {
+	const n = 8
+	for _, tc := range []struct {
+		name        string
+		avail, used uint64
+	}{
+		{"used ring last", 0x2000, 0x3000},  // avail_event at 0x3044, RAM ends at 0x3046
+		{"avail ring last", 0x3000, 0x2000}, // used_event at 0x3014, RAM ends at 0x3016
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			end := max(tc.avail+6+2*n, tc.used+6+8*n)
+			mem := devices.FlatMemory(make([]byte, end))
+			le := binary.LittleEndian
+			const buf = 0x100
+			// One readable descriptor at head 0, made available.
+			le.PutUint64(mem[0x1000:], buf)
+			le.PutUint32(mem[0x1008:], 5)
+			le.PutUint16(mem[tc.avail+4:], 0) // avail.ring[0] = head 0
+			le.PutUint16(mem[tc.avail+2:], 1) // avail.idx
+			le.PutUint16(mem[tc.avail+4+2*n:], 0)
+			q := devices.Queue{Size: n, MaxSize: n, DescAddr: 0x1000, AvailAddr: tc.avail, UsedAddr: tc.used,
+				Ready: true, EventIdx: true, Mem: mem, AvailEventAhead: 5}
+			c, ok, err := q.Pop()
+			if err != nil || !ok || c.Head != 0 {
+				t.Fatalf("Pop = %+v ok %v err %v, want head 0", c, ok, err)
+			}
+			q.AddUsed(c.Head, 0)
+			q.PublishUsed()
+			if !q.NeedsInterrupt() { // used_event 0 was crossed
+				t.Error("NeedsInterrupt = false with used_event 0, want true")
+			}
+			q.EnableNotify()
+			if got := le.Uint16(mem[tc.used+4+8*n:]); got != 1+5 {
+				t.Errorf("avail_event = %d, want 6", got)
+			}
+			if got := le.Uint16(mem[tc.used+2:]); got != 1 {
+				t.Errorf("used.idx = %d, want 1", got)
+			}
+		})
 	}
 }

@@ -1,14 +1,15 @@
 package guest
 
 import (
+	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
+
+	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 )
 
 // The guest and its peer, inside a namespace the test creates.
@@ -19,38 +20,27 @@ const (
 	tapName   = "tap0"
 )
 
-// newNetns creates a network namespace with a tap in it and removes both
-// when the test ends, failed or not. It skips when it cannot.
-func newNetns(t *testing.T) string {
+// newNetns creates a network namespace with a tap at peerAddr in it; both
+// go when the test ends (the namespace is anonymous, so even a killed test
+// leaves nothing). It skips when it cannot.
+func newNetns(t *testing.T) *scratchns.NS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating a network namespace needs root")
+	ns := netnstest.Setup(t)
+	if _, err := ns.AddTap(tapName, peerAddr+"/24"); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip command (apt-get install iproute2)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("no /dev/net/tun")
-	}
-	ns := fmt.Sprintf("tinyvmm-guest-%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", ns)
-	t.Cleanup(func() {
-		exec.Command("ip", "-n", ns, "link", "del", tapName).Run()
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("removing namespace %s: %v: %s", ns, err, out)
-		}
-	})
-	run("-n", ns, "link", "set", "lo", "up")
-	run("-n", ns, "tuntap", "add", "dev", tapName, "mode", "tap")
-	run("-n", ns, "addr", "add", peerAddr+"/24", "dev", tapName)
-	run("-n", ns, "link", "set", tapName, "up")
 	return ns
+}
+
+// runIn runs cmd inside ns and returns its combined output.
+func runIn(ns *scratchns.NS, cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := ns.Do(cmd.Start); err != nil {
+		return nil, err
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err
 }
 
 // TestQEMUKernelAnswersPing is the kernel-only check that also runs under
@@ -62,7 +52,7 @@ func TestQEMUKernelAnswersPing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), tcgBootTimeout)
 	defer cancel()
 
-	vm := startQEMU(t, []string{"ip", "netns", "exec", ns},
+	vm := startQEMU(t, ns,
 		"-M", "pc", "-m", "256M", "-smp", "1",
 		"-kernel", a.vmlinux, "-initrd", a.pauseInitramfs,
 		"-append", tcgCmdline+" "+guestIP,
@@ -79,16 +69,15 @@ func TestQEMUKernelAnswersPing(t *testing.T) {
 			t.Fatalf("QEMU exited before the guest answered ping: %v", vm.err)
 		default:
 		}
-		ping := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "1", guestAddr)
-		if ping.Run() == nil {
+		ping := exec.CommandContext(ctx, "ping", "-c", "1", "-W", "1", guestAddr)
+		if _, err := runIn(ns, ping); err == nil {
 			firstReply = time.Since(vm.started)
 			break
 		}
 		time.Sleep(time.Until(vm.started.Add(time.Duration(attempt+1) * time.Second)))
 	}
 
-	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns,
-		"ping", "-c", "5", "-i", "0.2", "-W", "2", guestAddr).CombinedOutput()
+	out, err := runIn(ns, exec.CommandContext(ctx, "ping", "-c", "5", "-i", "0.2", "-W", "2", guestAddr))
 	if err != nil {
 		t.Fatalf("ping after the first reply: %v: %s", err, out)
 	}

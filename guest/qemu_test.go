@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"tinyvmm/internal/scratchns"
 )
 
 // artifacts are the outputs of guest/build.sh.
@@ -103,15 +105,14 @@ type qemuVM struct {
 	err     error // valid after done
 }
 
-// startQEMU starts prefix (e.g. ip netns exec NS) + qemu-system-x86_64 args.
+// startQEMU starts qemu-system-x86_64 args, inside ns unless ns is nil.
 // The VM is killed when the test ends.
-func startQEMU(t *testing.T, prefix []string, args ...string) *qemuVM {
+func startQEMU(t *testing.T, ns *scratchns.NS, args ...string) *qemuVM {
 	t.Helper()
-	argv := append(append([]string{}, prefix...), "qemu-system-x86_64")
-	argv = append(argv,
+	argv := []string{"qemu-system-x86_64",
 		"-accel", "tcg", "-nodefaults", "-no-user-config", "-no-reboot",
 		"-display", "none", "-monitor", "none", "-serial", "stdio",
-		"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+		"-device", "isa-debug-exit,iobase=0x501,iosize=1"}
 	argv = append(argv, args...)
 	vm := &qemuVM{console: newConsole(), done: make(chan struct{})}
 	vm.cmd = exec.Command(argv[0], argv[1:]...)
@@ -123,7 +124,11 @@ func startQEMU(t *testing.T, prefix []string, args ...string) *qemuVM {
 	}
 	vm.stdin = stdin
 	vm.started = time.Now()
-	if err := vm.cmd.Start(); err != nil {
+	start := vm.cmd.Start
+	if ns != nil {
+		start = func() error { return ns.Do(vm.cmd.Start) }
+	}
+	if err := start(); err != nil {
 		t.Fatalf("starting QEMU: %v", err)
 	}
 	go func() {

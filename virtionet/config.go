@@ -21,6 +21,11 @@ const (
 	DefaultNotifyThreshold = 8
 	DefaultMTU             = 1500
 	DefaultQueueSize       = 256
+
+	// MinMTU and MaxMTU bound Config.MTU: IPv4's minimum, and the most
+	// the virtio-net config field (16 bits) can carry.
+	MinMTU = 68
+	MaxMTU = 65535
 )
 
 // The values of Config.IO.
@@ -85,13 +90,19 @@ func DefaultTuning() Tuning {
 	}
 }
 
+// Validate checks c as New does, in one line, without opening anything.
+func (c Config) Validate() error {
+	_, err := c.normalized()
+	return err
+}
+
 // normalized fills in the defaults and rejects nonsense, in one line.
 func (c Config) normalized() (Config, error) {
 	if c.MTU == 0 {
 		c.MTU = DefaultMTU
 	}
-	if c.MTU < 68 || c.MTU > 65535 {
-		return c, fmt.Errorf("net %s: mtu %d is outside 68..65535", c.Tap, c.MTU)
+	if c.MTU < MinMTU || c.MTU > MaxMTU {
+		return c, fmt.Errorf("net %s: mtu %d is outside %d..%d", c.Tap, c.MTU, MinMTU, MaxMTU)
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize

@@ -17,6 +17,14 @@ type Tap struct {
 	// Created is true when this process created the tap (it then goes
 	// away when the tap is closed), false when it opened an existing one.
 	Created bool
+
+	// An existing tap keeps the flags and vnet header size of its last
+	// opener after that one exits; Close gives back the ones it had.
+	// restoreFd is a /dev/net/tun fd opened beside fd, so that the restore
+	// happens in the tap's namespace whichever thread calls Close.
+	restoreFd    int
+	restoreFlags uint16 // IFF_TAP plus the tap's own NO_PI and VNET_HDR
+	restoreHdr   int32  // vnet header size before we changed it
 }
 
 // OpenTap opens the tap called name, creating it when it does not exist
@@ -25,7 +33,7 @@ func OpenTap(name string, mtu int) (*Tap, error) {
 	if len(name) >= unix.IFNAMSIZ {
 		return nil, fmt.Errorf("tap name %q is longer than %d bytes", name, unix.IFNAMSIZ-1)
 	}
-	_, lookupErr := netlink.LinkByName(name)
+	link, lookupErr := netlink.LinkByName(name)
 	existed := lookupErr == nil
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -41,7 +49,13 @@ func OpenTap(name string, mtu int) (*Tap, error) {
 		unix.Close(fd)
 		return nil, tapOpenError(name, existed, err)
 	}
-	t := &Tap{name: ifr.Name(), fd: fd, Created: !existed}
+	t := &Tap{name: ifr.Name(), fd: fd, Created: !existed, restoreFd: -1}
+	if existed {
+		if err := t.saveFlags(link); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	t.offloads = t.probeOffloads()
 	if t.Created {
 		if err := t.bringUp(mtu); err != nil {
@@ -65,6 +79,35 @@ func tapOpenError(name string, existed bool, err error) error {
 	default:
 		return fmt.Errorf("cannot open tap %s: %v", name, err)
 	}
+}
+
+// tapFeatures are the flags a tap's opener chooses (TUN_FEATURES in the
+// kernel, less the multi-queue and NAPI ones tinyvmm never opens with).
+const tapFeatures = unix.IFF_NO_PI | unix.IFF_VNET_HDR
+
+// saveFlags remembers what Close must put back on an existing tap: its
+// flags as netlink reported them before we opened it, and its vnet header
+// size. Nothing needs putting back when the tap already had our flags and
+// keeps its header size (SetVnetHdrSize restores that on its own).
+func (t *Tap) saveFlags(link netlink.Link) error {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(t.fd), unix.TUNGETVNETHDRSZ, uintptr(unsafe.Pointer(&t.restoreHdr))); e != 0 {
+		return fmt.Errorf("tap %s: cannot read its vnet header size: %v", t.name, e)
+	}
+	tt, ok := link.(*netlink.Tuntap)
+	if !ok || tt.Mode != netlink.TUNTAP_MODE_TAP {
+		// A kernel without tun link info (before 4.15): flags unknown.
+		return nil
+	}
+	old := uint16(tt.Flags) & tapFeatures
+	if old == tapFeatures {
+		return nil
+	}
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open /dev/net/tun: %v", err)
+	}
+	t.restoreFd, t.restoreFlags = fd, unix.IFF_TAP|old
+	return nil
 }
 
 // probeOffloads finds the largest set of offloads the tap accepts, then
@@ -123,14 +166,31 @@ func (t *Tap) SetOffload(flags uint) error {
 	return nil
 }
 
-// Close implements Backend; a tap we created disappears with it.
+// Close implements Backend; a tap we created disappears with it, an
+// existing one gets back the flags and vnet header size it had.
 func (t *Tap) Close() error {
 	if t.fd < 0 {
 		return nil
 	}
-	err := unix.Close(t.fd)
+	var errs []error
+	if !t.Created && t.restoreHdr != 0 {
+		errs = append(errs, t.SetVnetHdrSize(int(t.restoreHdr)))
+	}
+	errs = append(errs, unix.Close(t.fd))
 	t.fd = -1
-	return err
+	if t.restoreFd >= 0 {
+		// Attaching with the old flags sets them; detaching leaves them.
+		ifr, err := unix.NewIfreq(t.name)
+		if err == nil {
+			ifr.SetUint16(t.restoreFlags)
+			if err = unix.IoctlIfreq(t.restoreFd, unix.TUNSETIFF, ifr); err != nil {
+				err = fmt.Errorf("tap %s: cannot give back its flags %#x: %v", t.name, t.restoreFlags, err)
+			}
+		}
+		errs = append(errs, err, unix.Close(t.restoreFd))
+		t.restoreFd = -1
+	}
+	return errors.Join(errs...)
 }
 
 // Opened says what OpenTap did, for the VMM's one-line notice.

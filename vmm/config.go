@@ -115,6 +115,9 @@ func (c *Config) check() error {
 			return fmt.Errorf("--net %s is given twice", name)
 		}
 		seen[name] = true
+		if err := n.Config.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,7 +1,16 @@
 // Package scratchns gives tests and benchmarks a network namespace of
 // their own, with a tap and an address inside, so that no packet ever
-// touches the machine's own namespace. Close removes the namespace and
-// everything in it (the tap included).
+// touches the machine's own namespace.
+//
+// The namespaces are anonymous: made with unshare(CLONE_NEWNET) on a locked
+// thread and held only by a file descriptor (and by whatever is open inside:
+// sockets, tap fds, processes started there). Nothing is mounted under
+// /run/netns, so nothing can outlive the process: when the last holder goes,
+// Close or the process's death (even SIGKILL), the kernel removes the
+// namespace and every interface in it, persistent taps included. A named
+// namespace could leak both ways: a SIGKILLed test never deletes it, and a
+// concurrent `ip netns add` that bind-mounts /run/netns over itself hides
+// the nsfs mount so that deleting it fails.
 package scratchns
 
 import (
@@ -17,8 +26,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NS is a named network namespace this process created.
+// NS is an anonymous network namespace this process created.
 type NS struct {
+	// Name labels the namespace in messages (prefix-PID-N); it is not in
+	// /run/netns, so `ip netns exec` cannot find it: start commands in it
+	// with Do(cmd.Start).
 	Name   string
 	handle netns.NsHandle
 }
@@ -36,7 +48,7 @@ func Usable() string {
 	return ""
 }
 
-// New creates a namespace called prefix-PID-N with its loopback up. The
+// New creates a namespace labelled prefix-PID-N with its loopback up. The
 // calling thread's namespace is left as it was.
 func New(prefix string) (*NS, error) {
 	if why := Usable(); why != "" {
@@ -49,8 +61,8 @@ func New(prefix string) (*NS, error) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		// netns.NewNamed moves this thread into the new namespace; the
-		// thread goes back, or dies with the goroutine if it cannot.
+		// unshare moves this thread into the new namespace; the thread
+		// goes back, or dies with the goroutine (still locked) if it cannot.
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
@@ -58,7 +70,7 @@ func New(prefix string) (*NS, error) {
 			return
 		}
 		defer orig.Close()
-		h, err := netns.NewNamed(name)
+		h, err := netns.New() // unshare(CLONE_NEWNET), then an fd on it
 		if err == nil {
 			if lo, lerr := netlink.LinkByName("lo"); lerr == nil {
 				netlink.LinkSetUp(lo)
@@ -77,8 +89,13 @@ func New(prefix string) (*NS, error) {
 }
 
 // Do runs f on a thread inside the namespace. Sockets and taps that f
-// opens stay in the namespace and may be used from any thread afterwards.
+// opens stay in the namespace and may be used from any thread afterwards;
+// a process that f starts (Do(cmd.Start)) runs in it: a child gets the
+// namespaces of the thread that forks it.
 func (n *NS) Do(f func() error) error {
+	if n.handle == netns.None() {
+		return fmt.Errorf("namespace %s is closed", n.Name)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -198,16 +215,17 @@ func createPersistentTap(name string) error {
 	return nil
 }
 
-// Close deletes the namespace; the kernel removes its interfaces once
-// nothing holds it any more.
+// Close lets go of the namespace. The kernel removes it, with its
+// interfaces, once nothing else holds it: close sockets and tap fds opened
+// inside, and wait for processes started inside, before Close.
 func (n *NS) Close() error {
 	if n.handle == netns.None() {
 		return nil
 	}
-	n.handle.Close()
+	err := n.handle.Close()
 	n.handle = netns.None()
-	if err := netns.DeleteNamed(n.Name); err != nil {
-		return fmt.Errorf("cannot delete namespace %s: %v", n.Name, err)
+	if err != nil {
+		return fmt.Errorf("cannot close namespace %s: %v", n.Name, err)
 	}
 	return nil
 }

@@ -7,18 +7,19 @@ import (
 	"io"
 	"time"
 
+	"tinyvmm/internal/cliflag"
 	"tinyvmm/internal/intlist"
 )
 
 // MainDevice parses the flags of `tinyvmm bench device` and runs it;
 // main.go (and cmd/benchdevice) call it with the arguments after "bench
-// device". Tables go to stdout, usage to stderr; --help is not an error.
-// Failed runs are shown in the output and make it return an error.
+// device". Tables go to stdout, --help too; a bad flag is a one-line
+// cliflag.UsageError, returned before anything runs. Failed runs are shown
+// in the output and make it return an error.
 func MainDevice(args []string, stdout, stderr io.Writer) error {
 	var o Options
 	o.Out = stdout
 	fs := flag.NewFlagSet("bench device", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.IntVar(&o.Runs, "runs", 3, "runs per cell, interleaved across rows; each cell is their median")
 	fs.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch), 000 (notify threshold) or backend")
 	fs.StringVar(&o.JSON, "json", "bench-device.json", "write the results as JSON here (empty: don't)")
@@ -29,31 +30,37 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.BatchRun, "batch-time", time.Second, "seed 004 time per run")
 	fs.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
 	fs.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+	if err := cliflag.Parse(fs, "bench device", args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, "Usage: tinyvmm bench device [flags]\n\nFlags:")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("bench device: %w", err)
+		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench device: unexpected argument %q (see --help)", fs.Arg(0))
+		return cliflag.Usagef("bench device: unexpected argument %q; see tinyvmm bench device --help", fs.Arg(0))
+	}
+	if o.Runs < 1 {
+		return cliflag.Usagef("bench device: --runs %d: give at least 1", o.Runs)
 	}
 	var err error
 	if o.Weights, err = intlist.Parse(*weights); err == nil && len(o.Weights) == 0 {
 		err = errors.New("no values")
 	}
 	if err != nil {
-		return fmt.Errorf("bench device: --weights: %w", err)
+		return cliflag.Usagef("bench device: --weights: %v", err)
 	}
 	if o.Thresholds, err = intlist.Parse(*thresholds); err == nil && len(o.Thresholds) == 0 {
 		err = errors.New("no values")
 	}
 	if err != nil {
-		return fmt.Errorf("bench device: --thresholds: %w", err)
+		return cliflag.Usagef("bench device: --thresholds: %v", err)
 	}
 	switch o.Only {
 	case "", "002", "004", "000", "backend":
 	default:
-		return fmt.Errorf("bench device: --only %q: use 002, 004, 000 or backend", o.Only)
+		return cliflag.Usagef("bench device: --only %q: use 002, 004, 000 or backend", o.Only)
 	}
 	r, err := Run(o)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"tinyvmm/internal/plotfmt"
 )
 
 var (
@@ -37,7 +39,7 @@ func plotResults(r *Results, path string) error {
 		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
 	canvases := plot.Align([][]*plot.Plot{row}, tiles, dc)
 	for i, p := range row {
-		p.Draw(canvases[0][i])
+		plotfmt.Draw(p, canvases[0][i]) // the legend beside the data
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -83,7 +85,6 @@ func plotSeed002(r *Results) (*plot.Plot, error) {
 		return nil, err
 	}
 	p.NominalX(names...)
-	p.Legend.Top = true
 	return p, nil
 }
 
@@ -130,7 +131,7 @@ func plotSeed004(r *Results) (*plot.Plot, error) {
 	p.Add(b1, b64)
 	p.Legend.Add("batch 1", b1)
 	p.Legend.Add("batch 64", b64)
-	p.Legend.Top = true
+	p.Y.Tick.Marker = plotfmt.Ticks{}
 	p.NominalX(names...)
 	return p, nil
 }
@@ -151,5 +152,6 @@ func plotSeed000(r *Results) (*plot.Plot, error) {
 		return nil, err
 	}
 	p.Y.Min = 0
+	p.Y.Tick.Marker = plotfmt.Ticks{}
 	return p, nil
 }

@@ -1,0 +1,68 @@
+// Package cliflag is the flag handling tinyvmm's commands share (run and
+// the benchmarks): a bad command line is one line in the form users type
+// (--name VALUE) and exit status 2, never the flag package's usage dump.
+package cliflag
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+)
+
+// UsageError is a bad command line. The CLI prints it as one line and
+// exits with status 2, before anything is loaded or opened.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Usagef makes a UsageError.
+func Usagef(format string, args ...any) error {
+	return &UsageError{fmt.Sprintf(format, args...)}
+}
+
+// IsUsage reports whether err is (or wraps) a UsageError.
+func IsUsage(err error) bool {
+	var ue *UsageError
+	return errors.As(err, &ue)
+}
+
+// Parse parses args into fs without printing anything. It returns
+// flag.ErrHelp for -h/--help (the caller prints its own help) and a
+// UsageError for anything else wrong, naming the command (like "bench
+// device") and where to look for help.
+func Parse(fs *flag.FlagSet, command string, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return Usagef("%s; see tinyvmm %s --help", Message(err), command)
+}
+
+// flagValueError matches the flag package's wrapper around a Set error.
+var flagValueError = regexp.MustCompile(`^invalid value (".*") for flag -([\w-]+): (.*)$`)
+
+// Message rewords the flag package's errors in the form users type.
+func Message(err error) string {
+	msg := err.Error()
+	if m := flagValueError.FindStringSubmatch(msg); m != nil {
+		value, name, reason := m[1], m[2], m[3]
+		if strings.HasPrefix(reason, "--") {
+			return reason // our own Set errors name the flag already
+		}
+		if reason == "parse error" || strings.Contains(reason, "invalid syntax") {
+			reason = "not a number"
+		}
+		return fmt.Sprintf("--%s %s: %s", name, value, reason)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "--" + name + " needs a value"
+	}
+	return msg
+}
