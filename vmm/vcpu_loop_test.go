@@ -3,6 +3,7 @@ package vmm
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -161,5 +162,21 @@ func TestExitCounts(t *testing.T) {
 	c.add(kvm.ExitReason(1000)) // out of range: ignored
 	if s := c.snapshot(); s["KVM_EXIT_IO"] != 2 || len(s) != 1 {
 		t.Fatalf("snapshot %v", s)
+	}
+}
+
+// Every thread that blocks in the kernel (vCPUs, device workers) gets a P
+// of its own, and two more for the rest, even on a 1-CPU host.
+func TestReserveProcs(t *testing.T) {
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	reserveProcs(3)
+	if n := runtime.GOMAXPROCS(0); n != 5 {
+		t.Errorf("GOMAXPROCS %d after reserving 3 blocked threads on 1 CPU, want 5", n)
+	}
+	runtime.GOMAXPROCS(64)
+	reserveProcs(3)
+	if n := runtime.GOMAXPROCS(0); n != 64 {
+		t.Errorf("GOMAXPROCS lowered to %d, want 64 kept", n)
 	}
 }

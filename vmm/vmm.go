@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -255,6 +256,7 @@ func (m *machine) run(ctx context.Context) (int, error) {
 	if err := m.startInput(); err != nil {
 		return 1, err
 	}
+	reserveProcs(len(m.cpus) + len(m.nets))
 	failed := make(chan error, len(m.cpus))
 	var wg sync.WaitGroup
 	for _, cpu := range m.cpus {
@@ -356,4 +358,17 @@ func (m *machine) report(stoppedAt time.Time) error {
 		texts = append(texts, fmt.Sprint(st))
 	}
 	return s.report(m.cfg.Stats, m.log, texts)
+}
+
+// reserveProcs makes room in Go's scheduler for threads that live in
+// blocking system calls: each vCPU in KVM_RUN and each device worker in
+// epoll_wait holds a P while it is in there, and when one returns it needs
+// a free P at once, not after sysmon takes one back from another blocked
+// thread (up to 10 ms when sysmon is idle). With GOMAXPROCS at the CPU
+// count, a 1-CPU host made every worker wake-up wait that long. Extra Ps
+// cost nothing while their threads sleep in the kernel.
+func reserveProcs(blockedThreads int) {
+	if want := blockedThreads + 2; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 }
