@@ -139,6 +139,7 @@ func TestCLIErrors(t *testing.T) {
 		{"rx-batch 0", []string{"run", "--net", "tap=t0", "--rx-batch", "0", "--kernel", missing}, 2, "--rx-batch 0: give at least 1"},
 		{"notify-threshold 0", []string{"run", "--notify-threshold", "0", "--kernel", missing}, 2, "--notify-threshold 0: give at least 1"},
 		{"poll-us negative", []string{"run", "--net", "tap=t0", "--poll-us", "-5", "--kernel", missing}, 2, "--poll-us -5 is negative"},
+		{"rx-irq-us negative", []string{"run", "--rx-irq-us", "-1", "--kernel", missing}, 2, "--rx-irq-us -1 is negative"},
 		{"stats file in no directory", []string{"run", "--stats=/nonexistent/x.json", "--kernel", missing}, 2, "--stats=/nonexistent/x.json: cannot write it"},
 		{"bench device bad flag", []string{"bench", "device", "--bogus"}, 2, "unknown flag --bogus; see tinyvmm bench device --help"},
 		{"bench e2e bad flag", []string{"bench", "e2e", "--bogus"}, 2, "unknown flag --bogus; see tinyvmm bench e2e --help"},

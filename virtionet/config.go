@@ -79,6 +79,10 @@ type Tuning struct {
 	// poll, without spinning). 0 is off: kicks every NotifyThreshold
 	// chains during a burst.
 	TxPollUs int
+	// RxIrqGapUs is the least time between two rx interrupts: one due
+	// sooner is held until then and covers what is published meanwhile
+	// (interrupt moderation, on top of EVENT_IDX's used_event). 0 is off.
+	RxIrqGapUs int
 }
 
 // DefaultTuning is Linux vhost-net's behaviour.
@@ -117,7 +121,7 @@ func (c Config) normalized() (Config, error) {
 		c.NotifyThreshold = DefaultNotifyThreshold
 	}
 	t := c.Tuning
-	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.TxPollUs} {
+	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.TxPollUs, t.RxIrqGapUs} {
 		if v < 0 {
 			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Tap)
 		}

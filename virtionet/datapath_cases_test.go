@@ -20,6 +20,7 @@ var datapathCases = []struct {
 	{"InterruptSuppression", testInterruptSuppressionEventIdx},
 	{"KickSuppression", testKickSuppressionAvailEvent},
 	{"TxPollModeKeepsKicksOff", testTxPollModeKeepsKicksOff},
+	{"RxIrqGapCoalesces", testRxIrqGapCoalesces},
 	{"HostileTxChain", testHostileTxChainFailsOnlyTx},
 	{"ResetReactivates", testResetStopsWorkerAndReactivates},
 	{"HandlersStop", testHandlersStopWhenResetBegins},

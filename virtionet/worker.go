@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,6 +37,9 @@ type worker struct {
 	fd     int // backend
 
 	epfd, stopfd, timerfd int
+	irqTimer              int         // rx interrupt moderation: fires when a held interrupt is due
+	lastRxIrq             time.Time   // when the guest last got an rx interrupt
+	rxIrqHeld             bool        // an rx interrupt waits for irqTimer
 	stopping              atomic.Bool // handlers return early: Reset waits
 	tapWatched            bool
 	backendEOF            bool // the backend's peer closed: never watch it again
@@ -104,7 +108,7 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 // until the guest has rx buffers), the stop eventfd and the poll timer.
 func (w *worker) openPoll() error {
 	var err error
-	w.epfd, w.stopfd, w.timerfd = -1, -1, -1
+	w.epfd, w.stopfd, w.timerfd, w.irqTimer = -1, -1, -1, -1
 	if w.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return fmt.Errorf("epoll: %v", err)
 	}
@@ -114,12 +118,15 @@ func (w *worker) openPoll() error {
 	if w.timerfd, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK); err != nil {
 		return fmt.Errorf("timerfd: %v", err)
 	}
+	if w.irqTimer, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK); err != nil {
+		return fmt.Errorf("timerfd: %v", err)
+	}
 	for _, p := range []struct {
 		fd     int
 		events uint32
 	}{
 		{w.kick[rxQueue], unix.EPOLLIN}, {w.kick[txQueue], unix.EPOLLIN},
-		{w.fd, 0}, {w.stopfd, unix.EPOLLIN}, {w.timerfd, unix.EPOLLIN},
+		{w.fd, 0}, {w.stopfd, unix.EPOLLIN}, {w.timerfd, unix.EPOLLIN}, {w.irqTimer, unix.EPOLLIN},
 	} {
 		ev := unix.EpollEvent{Events: p.events, Fd: int32(p.fd)}
 		if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, p.fd, &ev); err != nil {
@@ -130,7 +137,7 @@ func (w *worker) openPoll() error {
 }
 
 func (w *worker) closePoll() {
-	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd} {
+	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd, w.irqTimer} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -195,6 +202,12 @@ func (w *worker) run() {
 				drainFd(w.timerfd)
 				w.polling = false
 				w.enqueue(txQueue)
+			case w.irqTimer:
+				drainFd(w.irqTimer)
+				if w.rxIrqHeld {
+					w.rxIrqHeld = false
+					w.signal(rxQueue)
+				}
 			}
 		}
 		if w.npending == 0 {
@@ -249,19 +262,43 @@ func (w *worker) breakQueue(qi int, err error) {
 }
 
 // publish makes the used entries visible and interrupts the guest if it
-// asked for it.
+// asked for it. With RxIrqGapUs, an rx interrupt due sooner than that
+// after the last one is held and sent when the gap is over, covering
+// whatever was published meanwhile: a flood then costs at most one
+// interrupt per gap, while a frame that comes alone is signalled at once.
 func (w *worker) publish(qi int) {
 	q := w.q[qi]
 	q.PublishUsed()
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "used published")
 	}
-	if q.NeedsInterrupt() && w.irq[qi] != nil {
-		w.irq[qi].Trigger()
-		w.d.counters[qi].interrupts.Add(1)
-		if w.trace != nil {
-			w.trace.event(queueName(qi), "irq")
+	if !q.NeedsInterrupt() || w.irq[qi] == nil {
+		return
+	}
+	if gap := time.Duration(w.tuning.RxIrqGapUs) * time.Microsecond; qi == rxQueue && gap > 0 {
+		if w.rxIrqHeld {
+			return
 		}
+		if wait := gap - time.Since(w.lastRxIrq); wait > 0 {
+			ts := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(wait))}
+			if unix.TimerfdSettime(w.irqTimer, 0, &ts, nil) == nil {
+				w.rxIrqHeld = true
+				return
+			}
+		}
+	}
+	w.signal(qi)
+}
+
+// signal interrupts the guest for queue qi.
+func (w *worker) signal(qi int) {
+	w.irq[qi].Trigger()
+	w.d.counters[qi].interrupts.Add(1)
+	if qi == rxQueue {
+		w.lastRxIrq = time.Now()
+	}
+	if w.trace != nil {
+		w.trace.event(queueName(qi), "irq")
 	}
 }
 
