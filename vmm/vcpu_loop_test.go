@@ -3,6 +3,7 @@ package vmm
 import (
 	"bytes"
 	"errors"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -168,6 +169,8 @@ func TestExitCounts(t *testing.T) {
 // Every thread that blocks in the kernel (vCPUs, device workers) gets a P
 // of its own, and two more for the rest, even on a 1-CPU host.
 func TestReserveProcs(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	os.Unsetenv("GOMAXPROCS")
 	old := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(old)
 	reserveProcs(3)

@@ -366,8 +366,12 @@ func (m *machine) report(stoppedAt time.Time) error {
 // a free P at once, not after sysmon takes one back from another blocked
 // thread (up to 10 ms when sysmon is idle). With GOMAXPROCS at the CPU
 // count, a 1-CPU host made every worker wake-up wait that long. Extra Ps
-// cost nothing while their threads sleep in the kernel.
+// cost nothing while their threads sleep in the kernel. A GOMAXPROCS the
+// user set in the environment is left as it is.
 func reserveProcs(blockedThreads int) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
 	if want := blockedThreads + 2; runtime.GOMAXPROCS(0) < want {
 		runtime.GOMAXPROCS(want)
 	}
