@@ -14,6 +14,7 @@ import (
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/scratchns"
+	"tinyvmm/internal/syncbuf"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -23,22 +24,37 @@ var (
 	guestIP = net.IPv4(10, 0, 2, 15)
 )
 
-// openInNS makes the device on tap inside ns and returns its log lines.
-func openInNS(t *testing.T, ns *scratchns.NS, tap string) (*virtionet.Device, string) {
+// openInNS makes the device on tap inside ns, moving frames by io ("" is
+// writev), and returns it with its notices.
+func openInNS(t *testing.T, ns *scratchns.NS, tap, io string) (*virtionet.Device, *syncbuf.Buffer) {
 	t.Helper()
-	var log strings.Builder
+	log := &syncbuf.Buffer{}
 	var dev *virtionet.Device
 	err := ns.Do(func() error {
 		var err error
-		dev, err = virtionet.New(virtionet.Config{Tap: tap, Tuning: virtionet.DefaultTuning(),
-			Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }})
+		dev, err = virtionet.New(virtionet.Config{Tap: tap, Tuning: virtionet.DefaultTuning(), IO: io,
+			Log: func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) }})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dev.Close() })
-	return dev, log.String()
+	return dev, log
+}
+
+// deleteLink deletes the link name inside ns.
+func deleteLink(t *testing.T, ns *scratchns.NS, name string) {
+	t.Helper()
+	if err := ns.Do(func() error {
+		link, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkDel(link)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // udpSocketIn binds a UDP socket to addr:port inside ns.
@@ -77,8 +93,8 @@ func TestTapExchangesFramesWithHostSocket(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev, log := openInNS(t, ns, "tap0")
-			if !strings.Contains(log, "opened existing tap0") {
+			dev, log := openInNS(t, ns, "tap0", "")
+			if !strings.Contains(log.String(), "opened existing tap0") {
 				t.Errorf("log %q does not say it opened the existing tap", log)
 			}
 			if tc.feat == 0 && dev.Features()&(virtionet.FeatCsum|virtionet.FeatHostTSO4|virtionet.FeatGuestTSO6) == 0 {
@@ -126,8 +142,8 @@ func TestTapExchangesFramesWithHostSocket(t *testing.T) {
 
 func TestTapCreatedWhenMissingAndBusyWhenTaken(t *testing.T) {
 	ns := netnstest.Setup(t)
-	dev, log := openInNS(t, ns, "tvtap7")
-	if !strings.Contains(log, "created tvtap7") {
+	dev, log := openInNS(t, ns, "tvtap7", "")
+	if !strings.Contains(log.String(), "created tvtap7") {
 		t.Errorf("log %q does not say it created the tap", log)
 	}
 	err := ns.Do(func() error {
@@ -210,21 +226,13 @@ func TestTapDeletedUnderDevice(t *testing.T) {
 	if _, err := ns.AddTap("tap0", "10.0.2.1/24"); err != nil {
 		t.Fatal(err)
 	}
-	dev, _ := openInNS(t, ns, "tap0")
+	dev, _ := openInNS(t, ns, "tap0", "")
 	g, err := guestdrv.New(dev, guestdrv.Options{IP: guestIP})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if err := ns.Do(func() error {
-		link, err := netlink.LinkByName("tap0")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkDel(link)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	deleteLink(t, ns, "tap0")
 	time.Sleep(20 * time.Millisecond)
 	cpu := dev.Stats().WorkerCPUNs
 	time.Sleep(100 * time.Millisecond)

@@ -5,12 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/netnstest"
-	"tinyvmm/internal/syncbuf"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -25,16 +23,7 @@ func TestTapIOUring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log syncbuf.Buffer
-	var dev *virtionet.Device
-	if err := ns.Do(func() error {
-		dev, err = virtionet.New(virtionet.Config{Tap: "tap0", Tuning: virtionet.DefaultTuning(), IO: virtionet.IOUring,
-			Log: func(f string, a ...any) { log.Write([]byte(f + "\n")) }})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev, log := openInNS(t, ns, "tap0", virtionet.IOUring)
 	if dev.IO() != virtionet.IOUring {
 		t.Skipf("io_uring unavailable here: %s", strings.TrimSpace(log.String()))
 	}
@@ -88,15 +77,7 @@ func TestTapIOUring(t *testing.T) {
 		t.Errorf("rx: %d frames, drops %v", s.Frames, s.Drops)
 	}
 
-	if err := ns.Do(func() error {
-		link, err := netlink.LinkByName("tap0")
-		if err != nil {
-			return err
-		}
-		return netlink.LinkDel(link)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	deleteLink(t, ns, "tap0")
 	g.Wait(10 * time.Millisecond)
 	for i := 0; i < 4; i++ {
 		g.Queue(ethframe.AppendUDP(nil, hostMAC, g.MAC, guestIP, hostIP, 4000, 9000, nil))
