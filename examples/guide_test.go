@@ -270,17 +270,23 @@ func TestParseCitations(t *testing.T) {
 }
 
 func TestDeclared(t *testing.T) {
-	names, err := declared("guide_test.go")
+	src := "package p\n\ntype T struct{}\ntype G[E any] struct{}\n\nconst C = 1\n\nvar V, W int\n\n" +
+		"func F() {}\nfunc (t *T) M() {}\nfunc (g G[E]) N() {}\n"
+	path := filepath.Join(t.TempDir(), "p.go")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names, err := declared(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"parseCommands", "guideCommand", "runKVM", "fenceRE", "TestDeclared"} {
+	for _, n := range []string{"T", "G", "C", "V", "W", "F", "T.M", "G.N"} {
 		if !names[n] {
 			t.Errorf("%s not found", n)
 		}
 	}
-	if names["nope"] {
-		t.Error("found a name that is not there")
+	if len(names) != 8 || names["M"] {
+		t.Errorf("declared %v, want exactly the 8 names", names)
 	}
 }
 
