@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"tinyvmm/examples/internal/exampletest"
+	"tinyvmm/internal/godecl"
 	"tinyvmm/kvm"
 )
 
@@ -105,52 +103,6 @@ func parseCitations(text string) []citation {
 	return cites
 }
 
-// declared returns the top-level names a Go file declares: functions,
-// methods as Type.Method, types, constants and variables.
-func declared(path string) (map[string]bool, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]bool{}
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.FuncDecl:
-			name := d.Name.Name
-			if d.Recv != nil && len(d.Recv.List) == 1 {
-				name = recvType(d.Recv.List[0].Type) + "." + name
-			}
-			names[name] = true
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					names[s.Name.Name] = true
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						names[n.Name] = true
-					}
-				}
-			}
-		}
-	}
-	return names, nil
-}
-
-func recvType(e ast.Expr) string {
-	switch t := e.(type) {
-	case *ast.StarExpr:
-		return recvType(t.X)
-	case *ast.IndexExpr: // a generic receiver, T[E]
-		return recvType(t.X)
-	case *ast.IndexListExpr:
-		return recvType(t.X)
-	case *ast.Ident:
-		return t.Name
-	}
-	return "?"
-}
-
 // repoRoot is the directory holding go.mod above the test's directory.
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -227,7 +179,7 @@ func TestGuideCitesWhatExists(t *testing.T) {
 			t.Errorf("GUIDE.md:%d: functions listed for %d files; name one file", c.line, len(c.files))
 			continue
 		}
-		decls, err := declared(filepath.Join(root, c.files[0]))
+		decls, err := godecl.Declared(filepath.Join(root, c.files[0]))
 		if err != nil {
 			t.Errorf("GUIDE.md:%d: %v", c.line, err)
 			continue
@@ -266,27 +218,6 @@ func TestParseCitations(t *testing.T) {
 	if len(c) != 2 || strings.Join(c[0].files, ",") != "a/b.go" || strings.Join(c[0].names, ",") != "F,T.M" ||
 		len(c[1].files) != 2 || len(c[1].names) != 0 {
 		t.Fatalf("got %+v", c)
-	}
-}
-
-func TestDeclared(t *testing.T) {
-	src := "package p\n\ntype T struct{}\ntype G[E any] struct{}\n\nconst C = 1\n\nvar V, W int\n\n" +
-		"func F() {}\nfunc (t *T) M() {}\nfunc (g G[E]) N() {}\n"
-	path := filepath.Join(t.TempDir(), "p.go")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	names, err := declared(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"T", "G", "C", "V", "W", "F", "T.M", "G.N"} {
-		if !names[n] {
-			t.Errorf("%s not found", n)
-		}
-	}
-	if len(names) != 8 || names["M"] {
-		t.Errorf("declared %v, want exactly the 8 names", names)
 	}
 }
 

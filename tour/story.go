@@ -132,16 +132,32 @@ func Tell(evs []Event, stats virtionet.Stats) (Story, error) {
 		s.Notes = append(s.Notes, "no tx kick before the chain: the worker was already polling the ring (avail_event)")
 	}
 	s.Out = append(s.Out, Step{Text: "it pops the chain (" + evs[pop].Args + ") from the avail ring",
-		Where: "virtionet/tx.go worker.txUnit, devices/virtqueue.go Queue.Pop", Took: since(pop), Traced: true})
-	write := "it writes the frame to the tap with one writev"
-	if i := find(evs, pop, "tx", "uring"); i >= 0 && i < txPub {
-		write = "it writes the frame to the tap through io_uring (a group of " + evs[i].Args + ")"
-	} else if i := find(evs, pop, "tx", "sendmmsg"); i >= 0 && i < txPub {
-		write = "it sends the frame with sendmmsg (a group of " + evs[i].Args + ")"
+		Where: "virtionet/tx.go worker.txGroup, devices/virtqueue.go Queue.Pop", Took: since(pop), Traced: true})
+	if w := txWrite(evs, pop, txPub); w >= 0 {
+		how := map[string]string{
+			"writev":   "one writev per frame",
+			"uring":    "one io_uring submission for the group",
+			"sendmmsg": "one sendmmsg for the group",
+		}[evs[w].What]
+		if how == "" {
+			how = evs[w].What
+		}
+		// The trace line comes just before the system call, so the call's
+		// own time falls in the next step.
+		s.Out = append(s.Out, Step{Text: "it stages the frame in a group for the tap (" + evs[w].Args + " frame(s)): " + how,
+			Where: "virtionet/tx.go worker.txGroup, worker.flushTx", Took: since(w), Traced: true})
+		call := map[string]string{"uring": "io_uring submission"}[evs[w].What]
+		if call == "" {
+			call = evs[w].What
+		}
+		s.Out = append(s.Out, Step{Text: "the " + call + " returns: the tap took the frame (the host's stack may handle it, and answer, within that call); the worker adds the used entry and publishes used.idx",
+			Where: "virtionet/frameio.go frameIO, devices/virtqueue.go Queue.AddUsed, virtionet/worker.go worker.publish",
+			Count: fmt.Sprintf("tx frames %d, bytes %d", tx.Frames, tx.Bytes), Took: since(txPub), Traced: true})
+	} else {
+		s.Out = append(s.Out, Step{Text: "it writes the frame to the tap, adds the used entry and publishes used.idx",
+			Where: "virtionet/tx.go worker.flushTx, virtionet/worker.go worker.publish",
+			Count: fmt.Sprintf("tx frames %d, bytes %d", tx.Frames, tx.Bytes), Took: since(txPub), Traced: true})
 	}
-	s.Out = append(s.Out, Step{Text: write + ", adds a used entry and publishes used.idx",
-		Where: "virtionet/tx.go worker.handleTx, virtionet/worker.go worker.publish",
-		Count: fmt.Sprintf("tx frames %d, bytes %d", tx.Frames, tx.Bytes), Took: since(txPub), Traced: true})
 	if irq := find(evs, txPub, "tx", "irq"); irq >= 0 && irq < batch {
 		s.Out = append(s.Out, Step{Text: "the guest asked for an interrupt (EVENT_IDX): the worker writes the tx vector's irqfd",
 			Where: "virtionet/worker.go worker.publish, devices/virtqueue.go Queue.NeedsInterrupt",
@@ -155,8 +171,8 @@ func Tell(evs []Event, stats virtionet.Stats) (Story, error) {
 		Step{Text: "the host's kernel answers the echo request; the reply makes the tap readable and epoll wakes the worker, which reads it straight into the guest's rx buffers",
 			Where: "virtionet/rx.go worker.handleRx, worker.rxBatch", Count: fmt.Sprintf("rx frames %d, bytes %d", rx.Frames, rx.Bytes),
 			Took: since(batch), Traced: true},
-		Step{Text: "the batch (" + evs[batch].Args + " frame) ends: one used.idx publish for all of it",
-			Where: "virtionet/rx.go worker.endRxBatch, virtionet/worker.go worker.publish", Took: since(rxPub), Traced: true})
+		Step{Text: "the batch of " + evs[batch].Args + " frame(s) ends: one used.idx publish for the whole batch",
+			Where: "virtionet/rx.go worker.rxBatch, virtionet/worker.go worker.publish", Took: since(rxPub), Traced: true})
 	end := evs[rxPub].At
 	if irq := find(evs, rxPub, "rx", "irq"); irq >= 0 {
 		s.In = append(s.In, Step{Text: "one interrupt for the batch: the worker writes the rx vector's irqfd and KVM injects the MSI",
@@ -255,4 +271,19 @@ func wrap(text string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+// txWrite is the index of the event that sent the popped frames (named
+// after the frame I/O: writev, uring, sendmmsg) between pop and publish,
+// or -1 where the trace has none.
+func txWrite(evs []Event, pop, pub int) int {
+	for i := pop + 1; i < pub; i++ {
+		switch e := evs[i]; {
+		case e.Queue != "tx":
+		case e.What == "kick", e.What == "pop", e.What == "budget":
+		default:
+			return i
+		}
+	}
+	return -1
 }

@@ -35,7 +35,7 @@ func TestVirtqueue(t *testing.T) {
 		got = append(got, e[1])
 	}
 	want := []string{
-		"tx kick", "tx pop head=0 bufs=2", "tx used published", "tx irq",
+		"tx kick", "tx pop head=0 bufs=2", "tx writev 1", "tx used published", "tx irq",
 		"rx kick", "rx batch 1", "rx used published", "rx irq",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
