@@ -43,8 +43,9 @@ type Plan struct {
 const probeDeadline = 30 * time.Second
 
 // busyboxApplets are linked into /bin when the host has busybox-static:
-// enough for tests that shell out (ip, ping) and for a look around.
-var busyboxApplets = []string{"sh", "ip", "ping", "ls", "cat", "dmesg", "mount", "ps", "sleep", "uname", "true", "false"}
+// enough for tests that shell out (ip, ping), GUIDE.md's commands (unshare)
+// and a look around.
+var busyboxApplets = []string{"sh", "ip", "ping", "ls", "cat", "dmesg", "mount", "ps", "sleep", "uname", "true", "false", "unshare"}
 
 // Assemble builds everything L1 needs from the repository at repo into work
 // (a scratch directory) and returns the initramfs files and the plan lines.
@@ -138,6 +139,10 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 	}
 	files = append(files, guest...)
 	files = append(files, File{Dest: Repo + "/go.mod", Src: filepath.Join(repo, "go.mod"), Mode: 0o644})
+	// GUIDE.md, whose KVM commands examples/guide_test.go runs in L1.
+	if _, err := os.Stat(filepath.Join(repo, "GUIDE.md")); err == nil {
+		files = append(files, File{Dest: Repo + "/GUIDE.md", Src: filepath.Join(repo, "GUIDE.md"), Mode: 0o644})
+	}
 
 	if p.QEMU != "" {
 		logf("adding %s, its libraries and data", p.QEMU)

@@ -1,0 +1,312 @@
+package examples
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"tinyvmm/examples/internal/exampletest"
+	"tinyvmm/internal/godecl"
+	"tinyvmm/kvm"
+)
+
+// A command block of GUIDE.md is a fenced block whose info string is
+// "sh run=KIND", holding one command. The kinds say where it can run.
+const (
+	runHost = "host" // anywhere with Go and the sources
+	runRoot = "root" // as host, and needs root (namespaces, taps)
+	runKVM  = "kvm"  // needs a /dev/kvm that runs a Linux guest's user space
+)
+
+type guideCommand struct {
+	line int
+	kind string
+	cmd  string
+}
+
+var fenceRE = regexp.MustCompile("^```sh run=(\\w+)\\s*$")
+
+// parseCommands returns the command blocks of the guide, in order.
+func parseCommands(text string) ([]guideCommand, error) {
+	var cmds []guideCommand
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		m := fenceRE.FindStringSubmatch(lines[i])
+		if m == nil {
+			if strings.HasPrefix(lines[i], "```sh") {
+				return nil, fmt.Errorf("line %d: a sh block without run=host|root|kvm: %q", i+1, lines[i])
+			}
+			continue
+		}
+		switch m[1] {
+		case runHost, runRoot, runKVM:
+		default:
+			return nil, fmt.Errorf("line %d: unknown kind run=%s", i+1, m[1])
+		}
+		c := guideCommand{line: i + 1, kind: m[1]}
+		for i++; i < len(lines) && lines[i] != "```"; i++ {
+			if strings.TrimSpace(lines[i]) == "" {
+				continue
+			}
+			if c.cmd != "" {
+				return nil, fmt.Errorf("line %d: one command per block", i+1)
+			}
+			c.cmd = lines[i]
+		}
+		if i == len(lines) {
+			return nil, fmt.Errorf("line %d: block not closed", c.line)
+		}
+		if c.cmd == "" {
+			return nil, fmt.Errorf("line %d: empty block", c.line)
+		}
+		cmds = append(cmds, c)
+	}
+	return cmds, nil
+}
+
+// citation is one "Read:" bullet: "- `file.go`: `Func`, `Type.Method` — why".
+type citation struct {
+	line  int
+	files []string
+	names []string
+}
+
+var backtickRE = regexp.MustCompile("`([^`]+)`")
+
+// parseCitations returns every bullet that starts with a backticked file.
+func parseCitations(text string) []citation {
+	var cites []citation
+	for i, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "- `") {
+			continue
+		}
+		head, _, _ := strings.Cut(line, " — ")
+		c := citation{line: i + 1}
+		for _, m := range backtickRE.FindAllStringSubmatch(head, -1) {
+			if strings.Contains(m[1], "/") || strings.HasSuffix(m[1], ".go") {
+				c.files = append(c.files, m[1])
+			} else {
+				c.names = append(c.names, m[1])
+			}
+		}
+		if len(c.files) > 0 {
+			cites = append(cites, c)
+		}
+	}
+	return cites
+}
+
+// repoRoot is the directory holding go.mod above the test's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+func readGuide(t *testing.T) (root, text string) {
+	t.Helper()
+	root = repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "GUIDE.md"))
+	if err != nil {
+		t.Fatalf("%v (test/nested copies GUIDE.md into L1)", err)
+	}
+	return root, string(b)
+}
+
+// TestGuideCitesWhatExists checks every file the guide names and every
+// function listed under "Read:" against the source tree.
+func TestGuideCitesWhatExists(t *testing.T) {
+	root, text := readGuide(t)
+	if _, err := os.Stat(filepath.Join(root, "kvm", "vm.go")); err != nil {
+		t.Skip("no sources here (the nested L1 carries only binaries); checked on the host")
+	}
+	// Any backticked path whose first element is a top-level entry of the
+	// repository must exist.
+	top := map[string]bool{}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		top[e.Name()] = true
+	}
+	for i, line := range strings.Split(text, "\n") {
+		for _, m := range backtickRE.FindAllStringSubmatch(line, -1) {
+			p := m[1]
+			first, _, nested := strings.Cut(p, "/")
+			if !nested || strings.ContainsAny(p, " *") || !top[first] {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				t.Errorf("GUIDE.md:%d: %s does not exist", i+1, p)
+			}
+		}
+	}
+	cites := parseCitations(text)
+	if len(cites) < 40 {
+		t.Fatalf("found only %d Read: bullets; the parser no longer matches the guide", len(cites))
+	}
+	checked := 0
+	for _, c := range cites {
+		for _, f := range c.files {
+			if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+				t.Errorf("GUIDE.md:%d: %s does not exist", c.line, f)
+			}
+		}
+		if len(c.names) == 0 {
+			continue
+		}
+		if len(c.files) != 1 {
+			t.Errorf("GUIDE.md:%d: functions listed for %d files; name one file", c.line, len(c.files))
+			continue
+		}
+		decls, err := godecl.Declared(filepath.Join(root, c.files[0]))
+		if err != nil {
+			t.Errorf("GUIDE.md:%d: %v", c.line, err)
+			continue
+		}
+		for _, n := range c.names {
+			if !decls[n] {
+				t.Errorf("GUIDE.md:%d: %s does not declare %s", c.line, c.files[0], n)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d Read: bullets, %d functions and types checked", len(cites), checked)
+}
+
+func TestParseCommands(t *testing.T) {
+	good := "x\n```sh run=host\ngo version\n```\n```sh run=kvm\n\nbin/tinyvmm run -- true\n```\n```text\nnot a command\n```\n"
+	cmds, err := parseCommands(good)
+	if err != nil || len(cmds) != 2 || cmds[0] != (guideCommand{2, runHost, "go version"}) || cmds[1].cmd != "bin/tinyvmm run -- true" {
+		t.Fatalf("got %+v, %v", cmds, err)
+	}
+	for _, bad := range []string{
+		"```sh\nls\n```\n",
+		"```sh run=gpu\nls\n```\n",
+		"```sh run=host\nls\nls\n```\n",
+		"```sh run=host\nls\n",
+		"```sh run=host\n```\n",
+	} {
+		if _, err := parseCommands(bad); err == nil {
+			t.Errorf("no error for %q", bad)
+		}
+	}
+}
+
+func TestParseCitations(t *testing.T) {
+	c := parseCitations("- `a/b.go`: `F`, `T.M` — uses `c/d.go` and `X`\n- `e.go` and `f/g.go` — two\n- plain\n")
+	if len(c) != 2 || strings.Join(c[0].files, ",") != "a/b.go" || strings.Join(c[0].names, ",") != "F,T.M" ||
+		len(c[1].files) != 2 || len(c[1].names) != 0 {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+// exampleRunRE matches the guide's way of running an example.
+var exampleRunRE = regexp.MustCompile(`^go run \./examples/(\w+)((?: .*)?)$`)
+
+// asExampleBinary turns `go run ./examples/NAME ARGS` into the example's
+// test binary standing in for the program, where there is no Go toolchain
+// but test/nested put the binary (L1); ok is false otherwise.
+func asExampleBinary(root, cmd string) (string, bool) {
+	m := exampleRunRE.FindStringSubmatch(cmd)
+	if m == nil {
+		return "", false
+	}
+	if _, err := exec.LookPath("go"); err == nil {
+		return "", false
+	}
+	bin := filepath.Join("examples", m[1], m[1]+".test")
+	if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
+		return "", false
+	}
+	return exampletest.EnvMain + "=1 ./" + bin + m[2], true
+}
+
+// TestGuideCommands runs every command of the guide, in order, from the
+// repository root: host and root commands where Go is, KVM commands where
+// KVM can run a Linux guest (here, or in the nested L1).
+func TestGuideCommands(t *testing.T) {
+	root, text := readGuide(t)
+	cmds, err := parseCommands(text)
+	if err != nil {
+		t.Fatalf("GUIDE.md: %v", err)
+	}
+	if len(cmds) < 10 {
+		t.Fatalf("found only %d commands in GUIDE.md", len(cmds))
+	}
+	_, goErr := exec.LookPath("go")
+	h := kvm.Detect()
+	for _, c := range cmds {
+		name := fmt.Sprintf("line%d-%s", c.line, c.kind)
+		t.Run(name, func(t *testing.T) {
+			cmd := c.cmd
+			switch c.kind {
+			case runHost, runRoot:
+				if goErr != nil {
+					t.Skip("no Go toolchain here (the nested L1): host commands run on the host")
+				}
+				if c.kind == runRoot && os.Geteuid() != 0 {
+					t.Skip("needs root")
+				}
+			case runKVM:
+				if !h.Usable {
+					t.Skip(h.Why + "; make test-nested runs it in L1")
+				}
+				if h.PVM {
+					t.Skip("host KVM is PVM: a Linux guest's user space cannot run here; make test-nested runs it in L1")
+				}
+				if bin, ok := asExampleBinary(root, cmd); ok {
+					cmd = bin
+				}
+			}
+			runCommand(t, root, c.line, cmd)
+		})
+	}
+}
+
+// runCommand runs one shell command, bounded in time, and fails on a
+// non-zero status; its output goes to the test log.
+func runCommand(t *testing.T, root string, line int, command string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.Dir = root
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	var b strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for n := 0; sc.Scan(); n++ {
+		if n == 60 {
+			b.WriteString("  ...\n")
+			break
+		}
+		b.WriteString("  " + sc.Text() + "\n")
+	}
+	t.Logf("GUIDE.md:%d: $ %s  (%.1fs)\n%s", line, command, time.Since(start).Seconds(), b.String())
+	if err != nil {
+		t.Fatalf("GUIDE.md:%d: %s: %v", line, command, err)
+	}
+}
