@@ -36,6 +36,7 @@ type machine struct {
 
 	stop  *devices.StopOnce
 	exits exitCounts
+	boot  bootClock
 
 	// teardown runs in reverse order of registration.
 	teardown []func()
@@ -214,6 +215,7 @@ func (m *machine) addDevices() error {
 		{devices.COM1Port, devices.SerialPorts, m.serial},
 		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.Stop)},
 		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.Stop)},
+		{BootTimerPort, 1, &m.boot},
 	} {
 		if err := m.pio.Register(d.port, d.size, d.dev); err != nil {
 			return err
@@ -247,7 +249,26 @@ func (m *machine) createVCPUs(st boot.CPUState) error {
 			fmt.Fprintf(m.cfg.Trace, "kvm: MSRs this KVM refused: %#x\n", skipped)
 		}
 	}
+	if m.cfg.Stats != "" {
+		m.openBootStats()
+	}
 	return nil
+}
+
+// openBootStats readies the boot timer's sample of KVM's counters and the
+// guest RAM. A KVM without stats fds (before Linux 5.14) gives timestamps
+// only.
+func (m *machine) openBootStats() {
+	m.boot.ram = m.ram
+	m.onTeardown(m.boot.close)
+	for _, cpu := range m.cpus {
+		fd, err := cpu.StatsFD()
+		if err != nil {
+			m.boot.close()
+			return
+		}
+		m.boot.statsFDs = append(m.boot.statsFDs, fd)
+	}
 }
 
 // run starts the console input and the vCPUs, waits for the end, stops
@@ -347,7 +368,8 @@ func (m *machine) startInput() error {
 }
 
 func (m *machine) report(stoppedAt time.Time) error {
-	s := RunStats{FirstOutputMs: -1, ExitMs: millis(stoppedAt.Sub(m.started)), PVM: m.host.PVM, Exits: m.exits.snapshot()}
+	boot := m.boot.stats(m.started, stoppedAt)
+	s := RunStats{FirstOutputMs: -1, ExitMs: millis(stoppedAt.Sub(m.started)), PVM: m.host.PVM, Exits: m.exits.snapshot(), Boot: &boot}
 	if first := m.console.firstAt(); !first.IsZero() {
 		s.FirstOutputMs = millis(first.Sub(m.started))
 	}

@@ -20,6 +20,7 @@ const statusBadCmdline = 125
 const defaultPath = "/bin:/sbin:/usr/bin:/usr/sbin"
 
 func main() {
+	signalBootDone()
 	if err := mountAll(); err != nil {
 		warn(err)
 	}
