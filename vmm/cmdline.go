@@ -45,3 +45,9 @@ func kernelCmdline(host kvm.Host, userArgs string, argv []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// GuestCmdline is the command line tinyvmm gives a guest on a KVM that is
+// not PVM: the boot benchmark hands QEMU the same one.
+func GuestCmdline(userArgs string, argv []string) string {
+	return kernelCmdline(kvm.Host{Usable: true}, userArgs, argv)
+}
