@@ -20,10 +20,10 @@ const statusBadCmdline = 125
 const defaultPath = "/bin:/sbin:/usr/bin:/usr/sbin"
 
 func main() {
-	signalBootDone()
 	if err := mountAll(); err != nil {
 		warn(err)
 	}
+	signalBootDone()
 	ensureConsole()
 	if os.Getenv("PATH") == "" {
 		os.Setenv("PATH", defaultPath)
