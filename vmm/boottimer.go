@@ -43,6 +43,14 @@ type BootStats struct {
 	PeakRSSKiBAtInit      int64  `json:"peak_rss_kib_at_init"`
 	GuestTouchedKiBAtInit int64  `json:"guest_touched_kib_at_init"`
 	Error                 string `json:"error,omitempty"`
+	// SetupMs is how long each step of tinyvmm's set-up took, in order.
+	SetupMs []SetupStep `json:"setup_ms,omitempty"`
+}
+
+// SetupStep is one step of the set-up before the first KVM_RUN.
+type SetupStep struct {
+	Step string  `json:"step"`
+	Ms   float64 `json:"ms"`
 }
 
 // bootClock records a boot's milestones. Its zero value records nothing
@@ -53,7 +61,20 @@ type bootClock struct {
 	once     sync.Once
 	statsFDs []int
 	ram      *guestRAM
+	setup    []SetupStep
+	lastStep time.Time
 	atInit   BootStats // filled once, by the vCPU that wrote the timer
+}
+
+// step records that a set-up step just ended (the first one starts at
+// process start).
+func (b *bootClock) step(name string) {
+	now := time.Now()
+	if b.lastStep.IsZero() {
+		b.lastStep = processStart
+	}
+	b.setup = append(b.setup, SetupStep{name, millis(now.Sub(b.lastStep))})
+	b.lastStep = now
 }
 
 // noteRun records the first KVM_RUN.
@@ -114,6 +135,7 @@ func (b *bootClock) stats(run, stop time.Time) BootStats {
 	s := b.atInit
 	s.ProcessUnixNs, s.RunUnixNs, s.StopUnixNs = processStart.UnixNano(), run.UnixNano(), stop.UnixNano()
 	s.FirstRunUnixNs, s.InitUnixNs = b.firstRun.Load(), b.initAt.Load()
+	s.SetupMs = b.setup
 	return s
 }
 

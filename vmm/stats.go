@@ -40,6 +40,12 @@ func (s RunStats) text(netText []string) string {
 			fmt.Fprintf(&b, ", /init after %.1f ms", millis(time.Duration(bs.InitUnixNs-bs.ProcessUnixNs)))
 		}
 		b.WriteString(" (from process start)")
+		if len(bs.SetupMs) > 0 {
+			b.WriteString("; set-up ms:")
+			for _, st := range bs.SetupMs {
+				fmt.Fprintf(&b, " %s %.1f,", st.Step, st.Ms)
+			}
+		}
 	}
 	names := make([]string, 0, len(s.Exits))
 	for n := range s.Exits {

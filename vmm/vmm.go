@@ -64,6 +64,7 @@ func (c Config) Validate() error { return c.check() }
 // Everything it opened is closed when it returns.
 func Run(ctx context.Context, cfg Config) (int, error) {
 	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: devices.NewStopOnce()}
+	m.boot.step("process start to vmm.Run")
 	if m.log == nil {
 		m.log = io.Discard
 	}
@@ -81,18 +82,23 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	m.boot.step("load kernel and initrd")
 	if err := m.openNets(); err != nil {
 		return 1, err
 	}
+	m.boot.step("open nets")
 	if err := m.openKVM(); err != nil {
 		return 1, err
 	}
+	m.boot.step("create VM")
 	if err := m.addDevices(); err != nil {
 		return 1, err
 	}
+	m.boot.step("devices")
 	if err := m.createVCPUs(st); err != nil {
 		return 1, err
 	}
+	m.boot.step("vCPUs")
 	if m.host.PVM {
 		m.logf("%s", m.host)
 	}
@@ -146,7 +152,7 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 	if m.cfg.UserStart {
 		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
 	}
-	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, m.cfg.Cmdline, m.cfg.Command)}
+	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, len(m.cfg.Nets) > 0, m.cfg.Cmdline, m.cfg.Command)}
 	return boot.Load(layout, img)
 }
 
@@ -230,6 +236,7 @@ func (m *machine) createVCPUs(st boot.CPUState) error {
 	if err != nil {
 		return err
 	}
+	tscDeadline := m.sys.CheckExtension(capTSCDeadlineTimer) != 0
 	for id := 0; id < m.cfg.CPUs; id++ {
 		cpu, err := m.vm.CreateVCPU(id)
 		if err != nil {
@@ -241,7 +248,7 @@ func (m *machine) createVCPUs(st boot.CPUState) error {
 		if id == 0 {
 			bsp = &st
 		}
-		skipped, err := setupVCPU(cpu, supported, m.cfg.CPUs, m.host.PVM, bsp)
+		skipped, err := setupVCPU(cpu, supported, m.cfg.CPUs, m.host.PVM, tscDeadline, bsp)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/vmm"
 )
 
 // System is one VMM set-up the benchmark boots.
@@ -53,6 +55,8 @@ type Run struct {
 	// /init started.
 	PeakRSSKiB int64 `json:"peak_rss_kib_at_init,omitempty"`
 	GuestKiB   int64 `json:"guest_touched_kib_at_init,omitempty"`
+	// Setup is tinyvmm's own account of its set-up steps.
+	Setup []vmm.SetupStep `json:"setup_ms,omitempty"`
 }
 
 // Milestones and phases, by the names boot.json uses.
@@ -133,7 +137,9 @@ type Result struct {
 	ExitsAtInit map[string]float64 `json:"exits_at_init_median,omitempty"`
 	// RSSOverheadMiB is the median of peak RSS minus guest RAM touched.
 	RSSOverheadMiB *float64 `json:"vmm_rss_overhead_mib_median,omitempty"`
-	Runs           []Run    `json:"runs"`
+	// SetupMedianMs is the median of each of tinyvmm's set-up steps.
+	SetupMedianMs []vmm.SetupStep `json:"setup_median_ms,omitempty"`
+	Runs          []Run           `json:"runs"`
 }
 
 // summarize fills the medians from the runs that succeeded.
@@ -176,6 +182,18 @@ func (s *Result) summarize() {
 			s.ExitsAtInit = map[string]float64{}
 		}
 		s.ExitsAtInit[n] = v
+	}
+	s.SetupMedianMs = nil
+	if len(ok) > 0 {
+		for i, st := range ok[0].Setup {
+			v, _ := medianOf(ok, func(r Run) (float64, bool) {
+				if i < len(r.Setup) && r.Setup[i].Step == st.Step {
+					return r.Setup[i].Ms, true
+				}
+				return 0, false
+			})
+			s.SetupMedianMs = append(s.SetupMedianMs, vmm.SetupStep{Step: st.Step, Ms: v})
+		}
 	}
 	if v, ok := medianOf(ok, func(r Run) (float64, bool) {
 		return float64(r.PeakRSSKiB-r.GuestKiB) / 1024, r.PeakRSSKiB > 0
@@ -332,6 +350,15 @@ func (r *Report) Table(w io.Writer) {
 	tw.Flush()
 	if t, q := r.system(SysTinyvmm), r.system(SysMicrovm); t != nil && q != nil && t.OK > 0 && q.OK > 0 {
 		fmt.Fprintf(w, "tinyvmm/microvm total: %.2f\n", t.MedianS["total"]/q.MedianS["total"])
+	}
+	for _, s := range r.Systems {
+		if len(s.SetupMedianMs) > 0 {
+			fmt.Fprintf(w, "%s set-up, median ms:", s.System)
+			for _, st := range s.SetupMedianMs {
+				fmt.Fprintf(w, " %s %.1f;", st.Step, st.Ms)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	for _, s := range r.Systems {
 		for _, run := range s.Runs {

@@ -65,6 +65,7 @@ func fillFromStats(run *Run, raw []byte, start time.Time) error {
 	run.ExitS = seconds(unixNs(bs.StopUnixNs), start)
 	run.ExitsAtInit = bs.KVMStatsAtInit
 	run.PeakRSSKiB, run.GuestKiB = bs.PeakRSSKiBAtInit, bs.GuestTouchedKiBAtInit
+	run.Setup = bs.SetupMs
 	if bs.Error != "" {
 		return fmt.Errorf("tinyvmm's sample at /init: %s", bs.Error)
 	}
