@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tinyvmm/vmm"
 )
 
 func f(v float64) *float64 { return &v }
@@ -63,6 +65,9 @@ func TestSummarizeMediansPhasesExitsAndRSS(t *testing.T) {
 	if _, ok := s.ExitsAtInit["pf_fixed"]; ok {
 		t.Error("a counter that is not an exit is in the exits")
 	}
+	if len(s.SetupMedianMs) != 0 {
+		t.Errorf("set-up steps from runs without any: %v", s.SetupMedianMs)
+	}
 	if s.RSSOverheadMiB == nil || *s.RSSOverheadMiB != 15 {
 		t.Errorf("RSS overhead %v, want 15 MiB", s.RSSOverheadMiB)
 	}
@@ -82,13 +87,27 @@ func TestQEMURunHasNoFirstRunAndExitsAtTotal(t *testing.T) {
 	}
 }
 
+func TestSetupMedians(t *testing.T) {
+	steps := func(a, b float64) []vmm.SetupStep {
+		return []vmm.SetupStep{{Step: "load", Ms: a}, {Step: "vCPUs", Ms: b}}
+	}
+	s := &Result{System: SysTinyvmm, Runs: []Run{
+		{TotalS: 1, Setup: steps(10, 1)}, {TotalS: 1, Setup: steps(30, 3)}, {TotalS: 1, Setup: steps(20, 2)},
+		{TotalS: 1, Setup: steps(99, 99), Err: "failed runs do not count"},
+	}}
+	s.summarize()
+	if want := steps(20, 2); len(s.SetupMedianMs) != 2 || s.SetupMedianMs[0] != want[0] || s.SetupMedianMs[1] != want[1] {
+		t.Fatalf("set-up medians %v, want %v", s.SetupMedianMs, want)
+	}
+}
+
 func TestFillFromStats(t *testing.T) {
 	start := time.Unix(1000, 0)
 	ns := func(ms int64) int64 { return start.UnixNano() + ms*1e6 }
 	raw := []byte(`{"exit_ms": 1, "vcpu_exits": {}, "boot": {"process_unix_ns": ` + itoa(ns(5)) +
 		`, "vmm_run_unix_ns": ` + itoa(ns(6)) + `, "first_kvm_run_unix_ns": ` + itoa(ns(12)) +
 		`, "init_unix_ns": ` + itoa(ns(400)) + `, "stop_unix_ns": ` + itoa(ns(900)) +
-		`, "kvm_stats_at_init": {"exits": 77}, "peak_rss_kib_at_init": 50000, "guest_touched_kib_at_init": 40000}}`)
+		`, "kvm_stats_at_init": {"exits": 77}, "peak_rss_kib_at_init": 50000, "guest_touched_kib_at_init": 40000, "setup_ms": [{"step": "load", "ms": 1.5}]}}`)
 	var run Run
 	if err := fillFromStats(&run, raw, start); err != nil {
 		t.Fatal(err)
@@ -96,7 +115,7 @@ func TestFillFromStats(t *testing.T) {
 	if !near(*run.FirstRunS, 0.012) || !near(*run.KernelS, 0.012) || !near(*run.InitS, 0.4) || !near(*run.ExitS, 0.9) {
 		t.Errorf("milestones %v %v %v %v", *run.FirstRunS, *run.KernelS, *run.InitS, *run.ExitS)
 	}
-	if run.ExitsAtInit["exits"] != 77 || run.PeakRSSKiB != 50000 || run.GuestKiB != 40000 {
+	if run.ExitsAtInit["exits"] != 77 || run.PeakRSSKiB != 50000 || run.GuestKiB != 40000 || len(run.Setup) != 1 || run.Setup[0].Ms != 1.5 {
 		t.Errorf("run %+v", run)
 	}
 	noInit := bytes.Replace(raw, []byte(`"init_unix_ns": `+itoa(ns(400))), []byte(`"init_unix_ns": 0`), 1)
