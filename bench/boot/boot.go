@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
 	"tinyvmm/vmm"
 )
@@ -46,7 +47,6 @@ func DefaultOptions() Options {
 func MainBoot(args []string, stdout, stderr io.Writer) error {
 	o := DefaultOptions()
 	fs := flag.NewFlagSet("bench boot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.IntVar(&o.Runs, "runs", o.Runs, "timed boots per system, interleaved")
 	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "untimed boots per system first")
 	fs.StringVar(&o.Kernel, "kernel", o.Kernel, "guest kernel: an uncompressed vmlinux with a PVH note (QEMU boots it through PVH)")
@@ -59,14 +59,19 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Out, "out", o.Out, "directory for boot.json and boot.png")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "longest one boot may take")
 	fs.StringVar(&o.Report, "report", "", "print and plot an existing boot.json `FILE` (no boots)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if err := cliflag.Parse(fs, "bench boot", args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, "Usage: tinyvmm bench boot [flags]   (where /dev/kvm is missing or PVM: bench/boot.sh)")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench boot: unexpected argument %q", fs.Arg(0))
+		return cliflag.Usagef("bench boot: unexpected argument %q; see tinyvmm bench boot --help", fs.Arg(0))
+	}
+	if o.Runs < 1 || o.MemMiB < 16 {
+		return cliflag.Usagef("bench boot: --runs %d --mem %d: want at least 1 run and 16 MiB", o.Runs, o.MemMiB)
 	}
 	if o.Report != "" {
 		r, err := ReadReport(o.Report)
