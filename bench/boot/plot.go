@@ -1,6 +1,8 @@
 package bootbench
 
 import (
+	"tinyvmm/internal/plotfmt"
+
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -14,6 +16,7 @@ func (r *Report) Plot(file string) error {
 	p := plot.New()
 	p.Title.Text = "tinyvmm bench boot: median phases, ms from the VMM's spawn"
 	p.Y.Label.Text = "ms"
+	p.Y.Tick.Marker = plotfmt.Ticks{}
 	labels := []string{"spawn -> kernel entry", "kernel -> /init", "/init -> guest exit", "exit -> reaped"}
 	var names []string
 	for _, s := range r.Systems {
@@ -38,7 +41,6 @@ func (r *Report) Plot(file string) error {
 		p.Add(bars)
 		p.Legend.Add(labels[i], bars)
 	}
-	p.Legend.Top = true
 	p.NominalX(names...)
-	return p.Save(16*vg.Centimeter, 11*vg.Centimeter, file)
+	return plotfmt.SavePNG(p, 20*vg.Centimeter, 11*vg.Centimeter, file)
 }
