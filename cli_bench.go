@@ -5,12 +5,13 @@ import (
 	"io"
 
 	e2ebench "tinyvmm/bench"
+	bootbench "tinyvmm/bench/boot"
 	"tinyvmm/internal/cliflag"
 	devbench "tinyvmm/virtionet/bench"
 )
 
 func init() {
-	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e [flags] (as root)", benchMain}
+	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e|boot [flags] (as root)", benchMain}
 }
 
 // benchMain dispatches to the benchmarks, which own their flags.
@@ -22,7 +23,8 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   the seed experiments on the net device, with a Go driver as the guest")
 		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
-		fmt.Fprintln(w, "Run 'tinyvmm bench device --help' or 'tinyvmm bench e2e --help' for their flags.")
+		fmt.Fprintln(w, "       tinyvmm bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35")
+		fmt.Fprintln(w, "Run 'tinyvmm bench NAME --help' for their flags.")
 		if len(args) == 0 {
 			return exitUsage
 		}
@@ -34,8 +36,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		err = devbench.MainDevice(args[1:], stdout, stderr)
 	case "e2e":
 		err = e2ebench.MainE2E(args[1:], stdout, stderr)
+	case "boot":
+		err = bootbench.MainBoot(args[1:], stdout, stderr)
 	default:
-		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device or e2e", args[0]))
+		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device, e2e or boot", args[0]))
 	}
 	if cliflag.IsUsage(err) {
 		return fail(stderr, exitUsage, err)

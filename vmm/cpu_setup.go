@@ -117,8 +117,9 @@ func setBootState(cpu stateSetter, st boot.CPUState) error {
 
 // setupVCPU shapes CPUID, sets MSRs and the LAPIC LINTs; the BSP also
 // gets the boot state. APs stay in the in-kernel LAPIC's wait-for-SIPI.
-func setupVCPU(cpu *kvm.VCPU, supported []kvm.CPUIDEntry, cpus int, pvm bool, st *boot.CPUState) ([]uint32, error) {
+func setupVCPU(cpu *kvm.VCPU, supported []kvm.CPUIDEntry, cpus int, pvm, tscDeadline bool, st *boot.CPUState) ([]uint32, error) {
 	cpuid := kvm.ShapeCPUID(supported, kvm.CPUIDOptions{CPUs: cpus, APICID: cpu.ID(), PVM: pvm})
+	tuneCPUID(cpuid, tscDeadline)
 	if err := cpu.SetCPUID(cpuid); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ type RunStats struct {
 	PVM    bool              `json:"pvm"`
 	Exits  map[string]uint64 `json:"vcpu_exits"`
 	Nets   []any             `json:"nets,omitempty"`
+	Boot   *BootStats        `json:"boot,omitempty"`
 }
 
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -33,6 +34,19 @@ func (s RunStats) text(netText []string) string {
 		first = fmt.Sprintf("first console output after %.1f ms", s.FirstOutputMs)
 	}
 	fmt.Fprintf(&b, "tinyvmm stats: %s, stopped after %.1f ms", first, s.ExitMs)
+	if bs := s.Boot; bs != nil && bs.FirstRunUnixNs != 0 {
+		fmt.Fprintf(&b, "; first KVM_RUN after %.1f ms", millis(time.Duration(bs.FirstRunUnixNs-bs.ProcessUnixNs)))
+		if bs.InitUnixNs != 0 {
+			fmt.Fprintf(&b, ", /init after %.1f ms", millis(time.Duration(bs.InitUnixNs-bs.ProcessUnixNs)))
+		}
+		b.WriteString(" (from process start)")
+		if len(bs.SetupMs) > 0 {
+			b.WriteString("; set-up ms:")
+			for _, st := range bs.SetupMs {
+				fmt.Fprintf(&b, " %s %.1f,", st.Step, st.Ms)
+			}
+		}
+	}
 	names := make([]string, 0, len(s.Exits))
 	for n := range s.Exits {
 		names = append(names, n)

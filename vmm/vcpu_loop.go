@@ -36,6 +36,7 @@ func (c *exitCounts) snapshot() map[string]uint64 {
 func (m *machine) runVCPU(cpu *kvm.VCPU) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	m.boot.noteRun()
 	for {
 		reason, err := cpu.Run()
 		if errors.Is(err, kvm.ErrInterrupted) {

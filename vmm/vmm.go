@@ -36,6 +36,7 @@ type machine struct {
 
 	stop  *devices.StopOnce
 	exits exitCounts
+	boot  bootClock
 
 	// teardown runs in reverse order of registration.
 	teardown []func()
@@ -63,6 +64,7 @@ func (c Config) Validate() error { return c.check() }
 // Everything it opened is closed when it returns.
 func Run(ctx context.Context, cfg Config) (int, error) {
 	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: devices.NewStopOnce()}
+	m.boot.step("process start to vmm.Run")
 	if m.log == nil {
 		m.log = io.Discard
 	}
@@ -80,18 +82,23 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	m.boot.step("load kernel and initrd")
 	if err := m.openNets(); err != nil {
 		return 1, err
 	}
+	m.boot.step("open nets")
 	if err := m.openKVM(); err != nil {
 		return 1, err
 	}
+	m.boot.step("create VM")
 	if err := m.addDevices(); err != nil {
 		return 1, err
 	}
+	m.boot.step("devices")
 	if err := m.createVCPUs(st); err != nil {
 		return 1, err
 	}
+	m.boot.step("vCPUs")
 	if m.host.PVM {
 		m.logf("%s", m.host)
 	}
@@ -145,7 +152,7 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 	if m.cfg.UserStart {
 		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
 	}
-	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, m.cfg.Cmdline, m.cfg.Command)}
+	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, len(m.cfg.Nets) > 0, m.cfg.Cmdline, m.cfg.Command)}
 	return boot.Load(layout, img)
 }
 
@@ -214,6 +221,7 @@ func (m *machine) addDevices() error {
 		{devices.COM1Port, devices.SerialPorts, m.serial},
 		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.Stop)},
 		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.Stop)},
+		{BootTimerPort, 1, &m.boot},
 	} {
 		if err := m.pio.Register(d.port, d.size, d.dev); err != nil {
 			return err
@@ -228,6 +236,7 @@ func (m *machine) createVCPUs(st boot.CPUState) error {
 	if err != nil {
 		return err
 	}
+	tscDeadline := m.sys.CheckExtension(capTSCDeadlineTimer) != 0
 	for id := 0; id < m.cfg.CPUs; id++ {
 		cpu, err := m.vm.CreateVCPU(id)
 		if err != nil {
@@ -239,7 +248,7 @@ func (m *machine) createVCPUs(st boot.CPUState) error {
 		if id == 0 {
 			bsp = &st
 		}
-		skipped, err := setupVCPU(cpu, supported, m.cfg.CPUs, m.host.PVM, bsp)
+		skipped, err := setupVCPU(cpu, supported, m.cfg.CPUs, m.host.PVM, tscDeadline, bsp)
 		if err != nil {
 			return err
 		}
@@ -247,7 +256,26 @@ func (m *machine) createVCPUs(st boot.CPUState) error {
 			fmt.Fprintf(m.cfg.Trace, "kvm: MSRs this KVM refused: %#x\n", skipped)
 		}
 	}
+	if m.cfg.Stats != "" {
+		m.openBootStats()
+	}
 	return nil
+}
+
+// openBootStats readies the boot timer's sample of KVM's counters and the
+// guest RAM. A KVM without stats fds (before Linux 5.14) gives timestamps
+// only.
+func (m *machine) openBootStats() {
+	m.boot.ram = m.ram
+	m.onTeardown(m.boot.close)
+	for _, cpu := range m.cpus {
+		fd, err := cpu.StatsFD()
+		if err != nil {
+			m.boot.close()
+			return
+		}
+		m.boot.statsFDs = append(m.boot.statsFDs, fd)
+	}
 }
 
 // run starts the console input and the vCPUs, waits for the end, stops
@@ -347,7 +375,8 @@ func (m *machine) startInput() error {
 }
 
 func (m *machine) report(stoppedAt time.Time) error {
-	s := RunStats{FirstOutputMs: -1, ExitMs: millis(stoppedAt.Sub(m.started)), PVM: m.host.PVM, Exits: m.exits.snapshot()}
+	boot := m.boot.stats(m.started, stoppedAt)
+	s := RunStats{FirstOutputMs: -1, ExitMs: millis(stoppedAt.Sub(m.started)), PVM: m.host.PVM, Exits: m.exits.snapshot(), Boot: &boot}
 	if first := m.console.firstAt(); !first.IsZero() {
 		s.FirstOutputMs = millis(first.Sub(m.started))
 	}

@@ -40,20 +40,23 @@ func TestCommandArgRoundTrips(t *testing.T) {
 }
 
 func TestKernelCmdline(t *testing.T) {
-	got := kernelCmdline(kvm.Host{Usable: true}, "  ip=10.0.0.2 loglevel=7 ", []string{"true"})
+	got := kernelCmdline(kvm.Host{Usable: true}, true, "  ip=10.0.0.2 loglevel=7 ", []string{"true"})
 	want := "console=ttyS0 reboot=k panic=-1 quiet ip=10.0.0.2 loglevel=7 " + CommandArg([]string{"true"})
 	if got != want {
 		t.Fatalf("cmdline %q\nwant %q", got, want)
 	}
-	if shell := kernelCmdline(kvm.Host{Usable: true}, "", nil); strings.Contains(shell, "quiet") {
+	if shell := kernelCmdline(kvm.Host{Usable: true}, true, "", nil); strings.Contains(shell, "quiet") {
 		t.Fatalf("interactive boot is quiet: %q", shell)
 	}
-	pvm := kernelCmdline(kvm.Host{Usable: true, PVM: true}, "", nil)
+	pvm := kernelCmdline(kvm.Host{Usable: true, PVM: true}, true, "", nil)
 	if !strings.Contains(pvm, "lpj=") || !strings.Contains(pvm, "tsc=reliable") || strings.Contains(pvm, "tinyvmm.cmd") {
 		t.Fatalf("PVM cmdline %q", pvm)
 	}
-	if hw := kernelCmdline(kvm.Host{Usable: true}, "", nil); strings.Contains(hw, "lpj=") {
-		t.Fatalf("hardware cmdline presets lpj: %q", hw)
+	if hw := kernelCmdline(kvm.Host{Usable: true}, true, "", nil); strings.Contains(hw, "lpj=") || strings.Contains(hw, "pci=off") {
+		t.Fatalf("hardware cmdline with a NIC presets lpj or turns PCI off: %q", hw)
+	}
+	if noNIC := kernelCmdline(kvm.Host{Usable: true}, false, "", nil); !strings.Contains(noNIC, " pci=off") {
+		t.Fatalf("a VM without PCI devices still has the kernel scan PCI: %q", noNIC)
 	}
 }
 

@@ -23,6 +23,7 @@ func main() {
 	if err := mountAll(); err != nil {
 		warn(err)
 	}
+	signalBootDone()
 	ensureConsole()
 	if os.Getenv("PATH") == "" {
 		os.Setenv("PATH", defaultPath)

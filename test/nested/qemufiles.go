@@ -12,8 +12,9 @@ import (
 // QEMUData are the firmware files that the bench's QEMU command line
 // (bench/guest.go: -M q35, -kernel with a PVH ELF, virtio-net-pci) opens, as
 // strace showed: SeaBIOS, the PVH boot option ROM, the vAPIC option ROM and
-// virtio-net's option ROM. Nothing else of QEMU's data goes into L1.
-var QEMUData = []string{"bios-256k.bin", "pvh.bin", "kvmvapic.bin", "efi-virtio.rom"}
+// virtio-net's option ROM; and qboot, the firmware of bench boot's -M microvm.
+// Nothing else of QEMU's data goes into L1.
+var QEMUData = []string{"bios-256k.bin", "pvh.bin", "kvmvapic.bin", "efi-virtio.rom", "bios-microvm.bin"}
 
 // qemuDataDirs are where Debian's QEMU looks for firmware, relative to its
 // binary's directory (its --firmwarepath), in its order; the files are

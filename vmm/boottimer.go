@@ -1,0 +1,191 @@
+package vmm
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/kvm"
+)
+
+// BootTimerPort is where the guest's /init writes one byte as it starts, and
+// tinyvmm notes the time (Firecracker's boot timer, at its old x86 port).
+// No PC device lives there in a tinyvmm guest, so nothing else writes it.
+const BootTimerPort = 0x3f0
+
+// processStart is when this process's Go code began (package init), so
+// --stats can tell exec and the Go runtime apart from tinyvmm's own setup.
+var processStart = time.Now()
+
+// BootStats are the timestamps of one boot, as Unix nanoseconds
+// (CLOCK_REALTIME) so that another process, the boot benchmark, can take
+// them from its own clock; and what the boot cost when /init started.
+type BootStats struct {
+	ProcessUnixNs  int64 `json:"process_unix_ns"`
+	RunUnixNs      int64 `json:"vmm_run_unix_ns"`
+	FirstRunUnixNs int64 `json:"first_kvm_run_unix_ns"`
+	// InitUnixNs is when the boot timer was written; 0 if it never was.
+	InitUnixNs int64 `json:"init_unix_ns"`
+	StopUnixNs int64 `json:"stop_unix_ns"`
+	// KVMStatsAtInit are KVM's counters (exits by reason, ...) summed over
+	// the vCPUs, read when the boot timer was written.
+	KVMStatsAtInit map[string]uint64 `json:"kvm_stats_at_init,omitempty"`
+	// PeakRSSKiBAtInit is VmHWM then; GuestTouchedKiBAtInit the guest RAM
+	// resident then, so their difference is tinyvmm's own memory.
+	PeakRSSKiBAtInit      int64  `json:"peak_rss_kib_at_init"`
+	GuestTouchedKiBAtInit int64  `json:"guest_touched_kib_at_init"`
+	Error                 string `json:"error,omitempty"`
+	// SetupMs is how long each step of tinyvmm's set-up took, in order.
+	SetupMs []SetupStep `json:"setup_ms,omitempty"`
+}
+
+// SetupStep is one step of the set-up before the first KVM_RUN.
+type SetupStep struct {
+	Step string  `json:"step"`
+	Ms   float64 `json:"ms"`
+}
+
+// bootClock records a boot's milestones. Its zero value records nothing
+// beyond timestamps; with stats fds it also samples KVM's counters.
+type bootClock struct {
+	firstRun atomic.Int64
+	initAt   atomic.Int64
+	once     sync.Once
+	statsFDs []int
+	ram      *guestRAM
+	setup    []SetupStep
+	lastStep time.Time
+	atInit   BootStats // filled once, by the vCPU that wrote the timer
+}
+
+// step records that a set-up step just ended (the first one starts at
+// process start).
+func (b *bootClock) step(name string) {
+	now := time.Now()
+	if b.lastStep.IsZero() {
+		b.lastStep = processStart
+	}
+	b.setup = append(b.setup, SetupStep{name, millis(now.Sub(b.lastStep))})
+	b.lastStep = now
+}
+
+// noteRun records the first KVM_RUN.
+func (b *bootClock) noteRun() {
+	if b.firstRun.Load() == 0 {
+		b.firstRun.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// Read implements devices.BusDevice: the port reads as 0.
+func (b *bootClock) Read(offset uint64, data []byte) { clear(data) }
+
+// Write implements devices.BusDevice: the first write is /init starting.
+// The counters are read right here, on the vCPU thread, so they stop at the
+// write.
+func (b *bootClock) Write(offset uint64, data []byte) {
+	b.once.Do(func() {
+		b.initAt.Store(time.Now().UnixNano())
+		b.sample()
+	})
+}
+
+func (b *bootClock) sample() {
+	var errs []string
+	if len(b.statsFDs) > 0 {
+		sum := map[string]uint64{}
+		for _, fd := range b.statsFDs {
+			s, err := kvm.ReadStats(fd)
+			if err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
+			for k, v := range s {
+				sum[k] += v
+			}
+		}
+		b.atInit.KVMStatsAtInit = sum
+	}
+	hwm, err := peakRSSKiB()
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	b.atInit.PeakRSSKiBAtInit = hwm
+	if b.ram != nil {
+		n, err := b.ram.residentBytes()
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		b.atInit.GuestTouchedKiBAtInit = int64(n >> 10)
+	}
+	if len(errs) > 0 {
+		b.atInit.Error = fmt.Sprint(errs)
+	}
+}
+
+// stats puts the timestamps together; call it after the vCPUs stopped.
+func (b *bootClock) stats(run, stop time.Time) BootStats {
+	s := b.atInit
+	s.ProcessUnixNs, s.RunUnixNs, s.StopUnixNs = processStart.UnixNano(), run.UnixNano(), stop.UnixNano()
+	s.FirstRunUnixNs, s.InitUnixNs = b.firstRun.Load(), b.initAt.Load()
+	s.SetupMs = b.setup
+	return s
+}
+
+func (b *bootClock) close() {
+	for _, fd := range b.statsFDs {
+		unix.Close(fd)
+	}
+	b.statsFDs = nil
+}
+
+// peakRSSKiB is VmHWM from /proc/self/status.
+func peakRSSKiB() (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return statusField(f, "VmHWM:")
+}
+
+// statusField finds "NAME: N kB" in a /proc/PID/status.
+func statusField(f *os.File, name string) (int64, error) {
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if rest, ok := bytes.CutPrefix(line, []byte(name)); ok {
+			fields := bytes.Fields(rest)
+			if len(fields) >= 1 {
+				return strconv.ParseInt(string(fields[0]), 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s in %s", name, f.Name())
+}
+
+// residentBytes counts the guest RAM pages that are in memory (mincore).
+func (r *guestRAM) residentBytes() (uint64, error) {
+	var total uint64
+	for _, reg := range r.regions {
+		if len(reg.Data) == 0 {
+			continue
+		}
+		vec := make([]byte, (len(reg.Data)+pageSize-1)/pageSize)
+		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&reg.Data[0])), uintptr(len(reg.Data)), uintptr(unsafe.Pointer(&vec[0])))
+		if e != 0 {
+			return 0, fmt.Errorf("mincore: %w", e)
+		}
+		for _, v := range vec {
+			total += uint64(v & 1)
+		}
+	}
+	return total * pageSize, nil
+}
