@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,8 @@ func TestKernelCmdline(t *testing.T) {
 		t.Fatalf("interactive boot is quiet: %q", shell)
 	}
 	pvm := kernelCmdline(kvm.Host{Usable: true, PVM: true}, "", nil)
-	if !strings.Contains(pvm, "lpj=") || !strings.Contains(pvm, "tsc=reliable") || strings.Contains(pvm, "tinyvmm.cmd") {
+	if !strings.Contains(pvm, "lpj=") || !strings.Contains(pvm, "tsc=reliable") || strings.Contains(pvm, "tinyvmm.cmd") ||
+		!regexp.MustCompile(`clearcpuid=\S*\bxsave\b`).MatchString(pvm) || !strings.Contains(pvm, "smap") {
 		t.Fatalf("PVM cmdline %q", pvm)
 	}
 	if hw := kernelCmdline(kvm.Host{Usable: true}, "", nil); strings.Contains(hw, "lpj=") {
