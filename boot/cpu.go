@@ -27,7 +27,7 @@ func longModeState(entry, rsi, cr3 uint64, gdtLimit uint16) CPUState {
 		RIP: entry, RSP: bootStackTop, RSI: rsi, RFLAGS: rflagsFixed,
 		CR0: cr0PE | cr0ET | cr0NE | cr0PG, CR3: cr3, CR4: cr4PAE, EFER: eferLME | eferLMA,
 		CS: segCode64, DS: segData, ES: segData, FS: segData, GS: segData, SS: segData,
-		TR: tssSegment(0), LDT: segLDT,
+		TR: tssSegment(0, tssMinLimit), LDT: segLDT,
 		GDTBase: gdtAddr, GDTLimit: gdtLimit,
 	}
 }
@@ -39,7 +39,7 @@ func pvhState(entry, rbx uint64, gdtLimit uint16) CPUState {
 		RIP: entry, RSP: bootStackTop, RBX: rbx, RFLAGS: rflagsFixed,
 		CR0: cr0PE | cr0ET,
 		CS:  segCode32, DS: segData, ES: segData, FS: segData, GS: segData, SS: segData,
-		TR: tssSegment(0), LDT: segLDT,
+		TR: tssSegment(0, tssMinLimit), LDT: segLDT,
 		GDTBase: gdtAddr, GDTLimit: gdtLimit,
 	}
 }

@@ -42,9 +42,12 @@ var (
 	segLDT = Segment{Type: typeLDT}
 )
 
-// tssSegment is a busy TSS of the minimal size at base.
-func tssSegment(base uint64) Segment {
-	return Segment{Base: base, Limit: 0x67, Selector: selTSS, Type: typeTSSBusy, Present: 1}
+// tssMinLimit is the limit of a 64-bit TSS with no I/O bitmap.
+const tssMinLimit = 0x67
+
+// tssSegment is a busy TSS at base with the given limit.
+func tssSegment(base uint64, limit uint32) Segment {
+	return Segment{Base: base, Limit: limit, Selector: selTSS, Type: typeTSSBusy, Present: 1}
 }
 
 // descriptor encodes s as an 8-byte GDT entry (the low half for system
@@ -60,15 +63,14 @@ func descriptor(s Segment) uint64 {
 		(limit>>16&0xf)<<48 | flags<<52 | (s.Base>>24&0xff)<<56
 }
 
-// writeGDT writes the GDT with the TSS descriptor pointing at tssBase and
-// returns its limit.
-func writeGDT(mem []byte, tssBase uint64) uint16 {
+// writeGDT writes the GDT with the descriptor of tss and returns its limit.
+func writeGDT(mem []byte, tss Segment) uint16 {
 	entries := [gdtEntries]uint64{
 		selCode32 / 8:          descriptor(segCode32),
 		selCode64 / 8:          descriptor(segCode64),
 		selData / 8:            descriptor(segData),
-		selTSS / 8:             descriptor(tssSegment(tssBase)),
-		selTSS/8 + 1:           tssBase >> 32,
+		selTSS / 8:             descriptor(tss),
+		selTSS/8 + 1:           tss.Base >> 32,
 		(selUserData &^ 7) / 8: descriptor(segUserData),
 		(selUserCode &^ 7) / 8: descriptor(segUserCode),
 	}

@@ -7,7 +7,6 @@ package boot
 //	0x0000_0500  GDT (null, 32-bit code 0x08, 64-bit code 0x10, data 0x18,
 //	             TSS 0x20, user data 0x33, user code 0x3b)
 //	0x0000_1000  IDT, 256 gates (LoadUser only)
-//	0x0000_2000  TSS, 0x68 bytes (LoadUser only)
 //	0x0000_3000  exception stubs, 16 bytes a vector (LoadUser only)
 //	0x0000_5000  ring-0 stack for exceptions, grows down to 0x4000 (LoadUser only)
 //	0x0000_6000  PVH hvm_start_info, its module list at +0x40, memory map at +0x80
@@ -17,6 +16,7 @@ package boot
 //	             0xb000 (4 for the first 4 GiB, more for LoadUser's high RAM)
 //	0x0002_0000  kernel command line / LoadUser's argument string (< 64 KiB)
 //	0x0003_0000  user stack up to 0x80000, where RSP starts (LoadUser only)
+//	0x0008_0000  TSS and its 8 KiB I/O bitmap, to 0x82069 (LoadUser only)
 //	0x0009_fc00  EBDA and BIOS area up to 1 MiB: reserved in the e820 map
 //	0x000f_0000  MP floating pointer, MP configuration table right after it
 //	0x0010_0000  bzImage protected-mode kernel (or pref_address when
@@ -25,7 +25,6 @@ package boot
 const (
 	gdtAddr       = 0x500
 	idtAddr       = 0x1000
-	tssAddr       = 0x2000
 	stubsAddr     = 0x3000
 	stubLen       = 16
 	ring0StackTop = 0x5000
@@ -41,6 +40,7 @@ const (
 	cmdlineAddr   = 0x20000
 	cmdlineMax    = 0x10000
 	userStackTop  = 0x80000
+	tssAddr       = 0x80000 // the stack grows down from here
 	ebdaAddr      = 0x9fc00
 	mpTableAddr   = 0xf0000
 	highMemAddr   = 0x100000 // 1 MiB: kernels and ELF segments start here or above

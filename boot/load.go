@@ -76,7 +76,7 @@ func loadELF(l Layout, img Image) (CPUState, error) {
 		if err := writeMPTable(l.Low, l.CPUs); err != nil {
 			return CPUState{}, err
 		}
-		return pvhState(k.PVHEntry, startInfoAddr, writeGDT(l.Low, 0)), nil
+		return pvhState(k.PVHEntry, startInfoAddr, writeGDT(l.Low, tssSegment(0, tssMinLimit))), nil
 	}
 	entry, ok := k.physEntry()
 	if !ok {
@@ -95,7 +95,7 @@ func start64(l Layout, entry uint64) (CPUState, error) {
 	if err != nil {
 		return CPUState{}, err
 	}
-	return longModeState(entry, zeroPageAddr, cr3, writeGDT(l.Low, 0)), nil
+	return longModeState(entry, zeroPageAddr, cr3, writeGDT(l.Low, tssSegment(0, tssMinLimit))), nil
 }
 
 func inSegments(segs []elfSegment, paddr uint64) bool {

@@ -8,9 +8,10 @@ import (
 // The user-mode start (issue 5): under PVM, guest code runs natively only
 // in a vCPU that starts at CPL3 and never enters CPL0. LoadUser sets up
 // everything such a guest needs so that it never has to: all RAM and the
-// 3-4 GiB MMIO window identity-mapped as user pages, IOPL 3 for port I/O,
-// IF 0. The IDT, TSS and kernel segments exist only so that an exception,
-// if one happens anyway, is reported instead of triple-faulting.
+// 3-4 GiB MMIO window identity-mapped as user pages, port I/O allowed
+// (IOPL 3 and a TSS I/O bitmap that allows every port), IF 0. The IDT and
+// kernel segments exist only so that an exception, if one happens anyway,
+// is reported instead of triple-faulting.
 
 // UserExitPort is where the exception stubs write: tinyvmm's exit device
 // (devices.ExitPort; boot does not import devices).
@@ -23,15 +24,22 @@ const (
 	tssRSP0         = 4
 	tssIOMapBase    = 0x66
 	tssLen          = 0x68
-	userArgsMax     = cmdlineMax - 1
+	// The I/O bitmap: one bit per port, all clear (allowed), then the
+	// 0xff byte the CPU may read past the last port.
+	ioBitmapLen  = 65536 / 8
+	userTSSLimit = tssLen + ioBitmapLen // the terminating byte is the last one
+	userArgsMax  = cmdlineMax - 1
 )
 
 // LoadUser loads a static x86-64 ELF at its fixed addresses (p_vaddr must
 // equal p_paddr, at or above 1 MiB) and returns a vCPU state that enters
 // it at CPL3 in long mode: RDI = the NUL-terminated args string, RSP = a
-// 16-byte aligned stack below 0x80000, RFLAGS = IOPL 3 with IF 0, and SSE
-// usable (CR4.OSFXSR). Should the guest fault anyway, vector N's stub
-// writes N to UserExitPort; see UserExceptionVector.
+// 16-byte aligned stack below 0x80000, RFLAGS = IOPL 3 with IF 0, every
+// port allowed by the TSS I/O bitmap too, and SSE usable (CR4.OSFXSR).
+// PVM runs the guest with IOPL 0 whatever RFLAGS says, so there the bitmap
+// is what lets in/out reach the VMM instead of raising #GP. Should the
+// guest fault anyway, vector N's stub writes N to UserExitPort; see
+// UserExceptionVector.
 func LoadUser(l Layout, elf []byte, args string) (CPUState, error) {
 	if err := l.check(); err != nil {
 		return CPUState{}, err
@@ -66,7 +74,8 @@ func LoadUser(l Layout, elf []byte, args string) (CPUState, error) {
 	writeTSS(l.Low)
 	writeExceptionStubs(l.Low)
 	idtLimit := writeIDT(l.Low)
-	gdtLimit := writeGDT(l.Low, tssAddr)
+	tss := tssSegment(tssAddr, userTSSLimit)
+	gdtLimit := writeGDT(l.Low, tss)
 	return CPUState{
 		RIP: entry, RSP: userStackTop, RDI: argsAddr, RFLAGS: rflagsFixed | rflagsIOPL3,
 		CR0:  cr0PE | cr0MP | cr0ET | cr0NE | cr0WP | cr0PG,
@@ -74,7 +83,7 @@ func LoadUser(l Layout, elf []byte, args string) (CPUState, error) {
 		CR4:  cr4PAE | cr4OSFXSR | cr4OSXMMEXCPT,
 		EFER: eferLME | eferLMA,
 		CS:   segUserCode, DS: segUserData, ES: segUserData, FS: segUserData, GS: segUserData, SS: segUserData,
-		TR: tssSegment(tssAddr), LDT: segLDT,
+		TR: tss, LDT: segLDT,
 		GDTBase: gdtAddr, GDTLimit: gdtLimit,
 		IDTBase: idtAddr, IDTLimit: idtLimit,
 	}, nil
@@ -104,12 +113,13 @@ func mappedGiB(memSize uint64) uint64 {
 }
 
 // writeTSS writes a 64-bit TSS whose RSP0 is the exception stack and whose
-// I/O bitmap lies past its limit (IOPL 3 already allows port I/O).
+// I/O bitmap, right after it, allows every port.
 func writeTSS(mem []byte) {
-	t := mem[tssAddr : tssAddr+tssLen]
+	t := mem[tssAddr : tssAddr+userTSSLimit+1]
 	clear(t)
 	binary.LittleEndian.PutUint64(t[tssRSP0:], ring0StackTop)
 	binary.LittleEndian.PutUint16(t[tssIOMapBase:], tssLen)
+	t[userTSSLimit] = 0xff
 }
 
 // writeExceptionStubs writes, for every vector v, 16 bytes of:

@@ -61,10 +61,18 @@ func TestLoadUser(t *testing.T) {
 		t.Error("4 GiB mapped with no RAM there")
 	}
 
-	// TSS: RSP0 is the exception stack, no I/O bitmap within the limit.
+	// TSS: RSP0 is the exception stack; an I/O bitmap within the limit
+	// allows all 65536 ports (PVM ignores IOPL) and ends in 0xff.
 	tss := l.Low[st.TR.Base:]
-	if st.TR.Limit != 0x67 || le.Uint64(tss[4:]) != ring0StackTop || le.Uint16(tss[0x66:]) <= uint16(st.TR.Limit) {
-		t.Errorf("TSS at %#x limit %#x RSP0 %#x iomap %#x", st.TR.Base, st.TR.Limit, le.Uint64(tss[4:]), le.Uint16(tss[0x66:]))
+	iomap := uint32(le.Uint16(tss[0x66:]))
+	if le.Uint64(tss[4:]) != ring0StackTop || iomap < 0x68 || st.TR.Limit != iomap+8192 || tss[st.TR.Limit] != 0xff {
+		t.Fatalf("TSS at %#x limit %#x RSP0 %#x iomap %#x", st.TR.Base, st.TR.Limit, le.Uint64(tss[4:]), iomap)
+	}
+	if n := bytes.Count(tss[iomap:iomap+8192], []byte{0}); n != 8192 {
+		t.Errorf("I/O bitmap denies ports (%d of its 8192 bytes are zero)", n)
+	}
+	if st.TR.Base+uint64(st.TR.Limit) >= ebdaAddr || st.TR.Base < st.RSP {
+		t.Errorf("TSS %#x-%#x overlaps the stack (RSP %#x) or the EBDA", st.TR.Base, st.TR.Base+uint64(st.TR.Limit), st.RSP)
 	}
 	// IDT: 256 present ring-0 interrupt gates through the 64-bit kernel code
 	// segment, each to a stub that reports its vector on the exit port.

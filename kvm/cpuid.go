@@ -54,11 +54,14 @@ const (
 	cpuidExt1ECXSIMD = 1<<6 | 1<<11 | 1<<16 | 1<<21
 )
 
-// pvmHidden lists, per leaf/subleaf register, the bits PVM's emulator
+// hidePVM clears, per leaf/subleaf register, the bits PVM's emulator
 // cannot execute in guest kernel code (see shared PVM notes): CX16, XSAVE
 // and everything needing XSAVE state (AVX...), SMAP (clac/stac), POPCNT,
 // SSSE3/SSE4 and the SIMD crypto, BMI2, ADX, and as a precaution FSGSBASE,
-// PCID, INVPCID, SERIALIZE.
+// PCID, INVPCID, SERIALIZE. The kvm_pvm measured here answers a guest's
+// CPUID with the host's bits whatever this table says, so the VMM also
+// clears these on the kernel command line (clearcpuid=); the table still
+// matters to a PVM that honours KVM_SET_CPUID2.
 func hidePVM(e *CPUIDEntry) {
 	switch {
 	case e.Function == 1:

@@ -16,7 +16,12 @@ const baseCmdline = "console=ttyS0 reboot=k panic=-1"
 // pvmCmdline helps a kernel whose every instruction is emulated: a preset
 // loops-per-jiffy skips delay calibration, a trusted TSC skips the
 // clocksource watchdog, and no speculation mitigations means no verw.
-const pvmCmdline = "lpj=1000000 tsc=reliable mitigations=off"
+// clearcpuid hides from the kernel what the emulator cannot run (see the
+// PVM notes; clearing xsave also clears AVX and the rest that needs it):
+// PVM's CPUID answers with the host's features whatever KVM_SET_CPUID2
+// said, so the CPUID tinyvmm shapes never reaches the guest there.
+const pvmCmdline = "lpj=1000000 tsc=reliable mitigations=off " +
+	"clearcpuid=smap,fsgsbase,pcid,invpcid,serialize,cx16,xsave,popcnt,ssse3,sse4_1,sse4_2,pclmulqdq,aes,sha_ni,bmi2,adx"
 
 // CommandArg is the kernel argument that hands argv to the guest's init:
 // tinyvmm.cmd= and the unpadded base64url of the JSON array.
