@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,14 @@ type GuestRun struct {
 	Error  string            // a BENCH error line
 	Status int               // the guest's exit status, -1 if it wrote none
 	Output []string          // the last lines of output, for failures
+	// KVM is what KVM counted for the VM from the end of the ready line
+	// to the start of the result line (the timed window, give or take a
+	// pipe wakeup); nil with KVMErr saying why when it could not be read.
+	KVM    kvmCounts
+	KVMErr string
+	// IOURings is how many io_urings the VMM held once its guest was
+	// running (-1: unknown).
+	IOURings int
 }
 
 // Uint reads a number from the result line (0 when absent).
@@ -77,13 +86,17 @@ type guestProc struct {
 	mu    sync.Mutex
 	run   GuestRun
 	errb  syncbuf.Buffer
+	// stats and before are touched only by the goroutine that scans the
+	// output, until done.
+	stats  *vmStats
+	before kvmCounts
 }
 
 const keepLines = 40
 
 func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guestProc, error) {
 	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1)}
-	g.run.Status = -1
+	g.run.Status, g.run.IOURings = -1, -1
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -93,8 +106,12 @@ func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guest
 		return nil, fmt.Errorf("start %s: %w", vmm, err)
 	}
 	go func() {
-		g.scan(out)
-		g.done <- g.cmd.Wait()
+		// The window closes as the result line starts, before the
+		// guest's serial output of it (an exit or two per byte).
+		g.scan(&markReader{r: out, marker: []byte("BENCH result"), at: g.statsAfter})
+		err := g.cmd.Wait()
+		g.stats.Close()
+		g.done <- err
 	}()
 	return g, nil
 }
@@ -107,6 +124,9 @@ func (g *guestProc) scan(r io.Reader) {
 		if i := strings.Index(line, "BENCH "); i >= 0 {
 			line = line[i:]
 		}
+		if g.stats == nil && g.run.KVMErr == "" {
+			g.openStats() // the guest runs, so the vCPUs exist
+		}
 		g.mu.Lock()
 		g.run.Output = append(g.run.Output, line)
 		if len(g.run.Output) > keepLines {
@@ -117,6 +137,7 @@ func (g *guestProc) scan(r io.Reader) {
 			g.run.Start = parseKV(line)
 		case strings.HasPrefix(line, "BENCH ready"):
 			g.run.Ready = parseKV(line)
+			g.statsBefore()
 			close(g.ready)
 		case strings.HasPrefix(line, "BENCH result"):
 			g.run.Result = parseKV(line)
@@ -127,6 +148,78 @@ func (g *guestProc) scan(r io.Reader) {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// openStats opens the KVM counters of the VMM's VM (kvmstats.go).
+func (g *guestProc) openStats() {
+	s, err := openVMStats(g.cmd.Process.Pid)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		g.run.KVMErr = err.Error()
+		return
+	}
+	g.stats, g.run.IOURings = s, s.IOURings
+}
+
+// statsBefore snapshots the counters at the ready line (g.mu held).
+func (g *guestProc) statsBefore() {
+	if g.stats == nil {
+		return
+	}
+	c, err := g.stats.Read()
+	if err != nil {
+		g.run.KVMErr = err.Error()
+		return
+	}
+	g.before = c
+}
+
+// statsAfter snapshots the counters as the result line starts and keeps
+// the difference from the ready line's snapshot.
+func (g *guestProc) statsAfter() {
+	if g.stats == nil || g.before == nil {
+		return
+	}
+	c, err := g.stats.Read()
+	if err == nil {
+		c, err = c.sub(g.before)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		g.run.KVMErr = err.Error()
+		return
+	}
+	g.run.KVM = c
+}
+
+// markReader passes r through and calls at, once, as soon as marker has
+// gone by (also when a read splits it).
+type markReader struct {
+	r      io.Reader
+	marker []byte
+	at     func()
+	tail   []byte // the last len(marker)-1 bytes seen
+	done   bool
+}
+
+func (m *markReader) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if m.done || n == 0 {
+		return n, err
+	}
+	seen := append(m.tail, p[:n]...)
+	if bytes.Contains(seen, m.marker) {
+		m.done = true
+		m.at()
+		return n, err
+	}
+	if keep := len(m.marker) - 1; len(seen) > keep {
+		seen = seen[len(seen)-keep:]
+	}
+	m.tail = append(m.tail[:0], seen...)
+	return n, err
 }
 
 func parseKV(line string) map[string]string {
