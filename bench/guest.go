@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type GuestConfig struct {
 	QEMUAccel string
 	// TinyvmmArgs are extra flags for `tinyvmm run` (e.g. --tx-weight-pkts).
 	TinyvmmArgs []string
+	// QEMUPreload, when set, is LD_PRELOADed into QEMU (the nested L1's
+	// no-io-uring.so, test/nested/nouring).
+	QEMUPreload string
 }
 
 // command builds the VMM command line that boots the bench guest with
@@ -44,12 +48,16 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 			"--net", "tap=" + TapName, "--mem", "256M"}
 		return exec.Command(c.Tinyvmm, append(args, c.TinyvmmArgs...)...)
 	default:
-		return exec.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", "q35", "-m", "256M",
+		cmd := exec.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", "q35", "-m", "256M",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", c.ELF, "-append", cmdline,
 			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,vhost=off",
 			"-device", "virtio-net-pci,netdev=n0,disable-legacy=on",
 			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+		if c.QEMUPreload != "" {
+			cmd.Env = append(os.Environ(), "LD_PRELOAD="+c.QEMUPreload)
+		}
+		return cmd
 	}
 }
 
