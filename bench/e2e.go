@@ -28,6 +28,8 @@ type Options struct {
 	ELF     string        // the bench guest
 	Tinyvmm string        // the tinyvmm binary
 	QEMU    string        // qemu-system-x86_64
+	// QEMUMachine is QEMU's -M (--qemu-machine).
+	QEMUMachine string
 	// QEMUPreload is LD_PRELOADed into QEMU (--qemu-preload): the nested
 	// L1 keeps QEMU off io_uring with it.
 	QEMUPreload string
@@ -45,7 +47,7 @@ func DefaultOptions() Options {
 		Kicks:   []int{1, 2, 4, 8, 16, 32, 64},
 		Weights: []int{0, 64, 128, 256, 512, 1024, 2048, 4096},
 		Budget:  14 * time.Minute,
-		ELF:     "out/guest/bench.elf", Tinyvmm: "bin/tinyvmm", QEMU: "qemu-system-x86_64",
+		ELF:     "out/guest/bench.elf", Tinyvmm: "bin/tinyvmm", QEMU: "qemu-system-x86_64", QEMUMachine: DefaultQEMUMachine,
 		Out: os.Stdout,
 	}
 }
@@ -161,7 +163,8 @@ func RunE2E(o Options) (*Report, error) {
 		}
 		return p
 	}
-	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: qemuAccel(host), QEMUPreload: o.QEMUPreload}
+	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: qemuAccel(host),
+		QEMUMachine: o.QEMUMachine, QEMUPreload: o.QEMUPreload}
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
 	rep := newReport(o, host, detectSystems(o, host))

@@ -24,7 +24,8 @@ json=out/bench/nested-e2e.json
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 [ -n "${NESTED_QEMU_IO_URING:-}" ] || set -- --qemu-preload /usr/lib/tinyvmm/no-io-uring.so "$@"
 status=0
-go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" \
+# -stall: a healthy bench prints a line at least every ~90 s (one run's bound).
+go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" -stall 3m \
 	-run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox base64 /tmp/tx.prof' -run 'busybox echo NESTED-PROF-END' \
 	-run 'busybox echo NESTED-PROFRX-BEGIN' -run 'busybox base64 /tmp/tx.prof.rx' -run 'busybox echo NESTED-PROFRX-END' \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' \
