@@ -110,7 +110,7 @@ type guestProc struct {
 	run   GuestRun
 	errb  syncbuf.Buffer
 	// stats and before are touched only by the goroutine that scans the
-	// output, until done.
+	// output.
 	stats  *vmStats
 	before kvmCounts
 }
@@ -132,9 +132,7 @@ func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guest
 		// The window closes as the result line starts, before the
 		// guest's serial output of it (an exit or two per byte).
 		g.scan(&markReader{r: out, marker: []byte("BENCH result"), at: g.statsAfter})
-		err := g.cmd.Wait()
-		g.stats.Close()
-		g.done <- err
+		g.done <- g.cmd.Wait()
 	}()
 	return g, nil
 }
@@ -173,16 +171,22 @@ func (g *guestProc) scan(r io.Reader) {
 	}
 }
 
-// openStats opens the KVM counters of the VMM's VM (kvmstats.go).
+// openStats finds the VMM's VM in debugfs (kvmstats.go) and counts its
+// io_urings.
 func (g *guestProc) openStats() {
-	s, err := openVMStats(g.cmd.Process.Pid)
+	pid := g.cmd.Process.Pid
+	fds, err := scanFDs(fmt.Sprintf("/proc/%d/fd", pid))
+	var s *vmStats
+	if err == nil {
+		s, err = openVMStats(debugfsKVM, pid)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err != nil {
 		g.run.KVMErr = err.Error()
 		return
 	}
-	g.stats, g.run.IOURings = s, s.IOURings
+	g.stats, g.run.IOURings = s, fds.ioURings
 }
 
 // statsBefore snapshots the counters at the ready line (g.mu held).

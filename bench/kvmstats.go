@@ -1,29 +1,23 @@
 package bench
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
-// KVM's per-vCPU statistics of another process's VM, read the same way for
-// tinyvmm and QEMU: the VMM's vCPU file descriptors are copied into this
-// process (pidfd_getfd) and each gives a binary statistics fd
-// (KVM_GET_STATS_FD, Linux 5.14+). This needs no debugfs: the L1 kernel
-// has none (CONFIG_DEBUG_FS is off), and its /sys/kernel/debug/kvm/PID-FD
-// files would hold the same numbers summed over the vCPUs, as we do here.
-// A stats fd holds a reference on the VM, so the counters stay readable for
-// a moment after the VMM exits; vmStats.Close lets it go.
+// KVM's counters of a VMM's VM, read the same way for tinyvmm and QEMU:
+// from debugfs, where KVM keeps a directory per VM, named PID-FD after the
+// process that made it, whose files hold the VM's counters summed over its
+// vCPUs (CONFIG_DEBUG_FS, which the L1 kernel has; l1init mounts debugfs).
+// A VM's directory goes when the VM does, so a run reads it while the VMM
+// still runs. (KVM_GET_STATS_FD has the same numbers, but KVM answers a VM's
+// ioctls only in the process that made it.)
 
-// kvmGetStatsFD is KVM_GET_STATS_FD, _IO(KVMIO, 0xce).
-const kvmGetStatsFD = 0xae<<8 | 0xce
+// debugfsKVM is where debugfs has KVM's directories.
+const debugfsKVM = "/sys/kernel/debug/kvm"
 
 // The counters a run reports. KVM's names (arch/x86/kvm/x86.c):
 // exits counts every VM exit; io_exits and mmio_exits those that went to
@@ -53,78 +47,43 @@ func (c kvmCounts) sub(before kvmCounts) (kvmCounts, error) {
 	return d, nil
 }
 
-// statsDesc is one counter of a stats fd: where its value is in the data
-// block and how many u64 it has (histograms have more than one).
-type statsDesc struct {
-	name   string
-	offset uint32
-	size   uint16
-}
+// vmStats is one VM's directory in debugfs.
+type vmStats struct{ dir string }
 
-// statsLayout is a stats fd's header and descriptors, read once; its data
-// block is read again for each snapshot.
-type statsLayout struct {
-	descs   []statsDesc
-	dataOff int64
-	dataLen int
-}
-
-// Bounds on what a stats header may claim (6.1 has 46 vCPU stats, names
-// up to KVM_STATS_NAME_SIZE = 48 bytes).
-const (
-	maxStatsDescs    = 4096
-	maxStatsNameSize = 256
-	maxStatsData     = 1 << 20
-)
-
-// parseStatsLayout reads the header and descriptors of a KVM binary stats
-// file (Documentation/virt/kvm/api.rst, KVM_GET_STATS_FD).
-func parseStatsLayout(r io.ReaderAt) (statsLayout, error) {
-	var h [24]byte
-	if _, err := r.ReadAt(h[:], 0); err != nil {
-		return statsLayout{}, fmt.Errorf("kvm stats header: %w", err)
+// openVMStats finds the directory of pid's VM under root (debugfsKVM).
+func openVMStats(root string, pid int) (*vmStats, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("kvm stats: %v (a kernel without DEBUG_FS, or debugfs not mounted at /sys/kernel/debug)", err)
 	}
-	le := binary.LittleEndian
-	nameSize, numDesc := le.Uint32(h[4:]), le.Uint32(h[8:])
-	descOff, dataOff := le.Uint32(h[16:]), le.Uint32(h[20:])
-	if nameSize == 0 || nameSize > maxStatsNameSize || numDesc > maxStatsDescs {
-		return statsLayout{}, fmt.Errorf("kvm stats header: name size %d, %d descriptors", nameSize, numDesc)
-	}
-	stride := 16 + int(nameSize)
-	buf := make([]byte, stride*int(numDesc))
-	if _, err := r.ReadAt(buf, int64(descOff)); err != nil {
-		return statsLayout{}, fmt.Errorf("kvm stats descriptors: %w", err)
-	}
-	l := statsLayout{dataOff: int64(dataOff)}
-	for i := 0; i < int(numDesc); i++ {
-		d := buf[i*stride : (i+1)*stride]
-		sd := statsDesc{offset: le.Uint32(d[8:]), size: le.Uint16(d[6:])}
-		name := d[16:]
-		if n := strings.IndexByte(string(name), 0); n >= 0 {
-			name = name[:n]
+	var dirs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), strconv.Itoa(pid)+"-") {
+			dirs = append(dirs, e.Name())
 		}
-		sd.name = string(name)
-		end := int(sd.offset) + 8*int(sd.size)
-		if sd.size == 0 || end > maxStatsData {
-			return statsLayout{}, fmt.Errorf("kvm stat %q: %d values at offset %d", sd.name, sd.size, sd.offset)
-		}
-		l.dataLen = max(l.dataLen, end)
-		l.descs = append(l.descs, sd)
 	}
-	return l, nil
+	if len(dirs) != 1 {
+		return nil, fmt.Errorf("kvm stats: process %d has %d VMs in %s, want 1", pid, len(dirs), root)
+	}
+	return &vmStats{dir: filepath.Join(root, dirs[0])}, nil
 }
 
-// values reads the data block and returns every single-valued counter.
-func (l statsLayout) values(r io.ReaderAt) (kvmCounts, error) {
-	buf := make([]byte, l.dataLen)
-	if _, err := r.ReadAt(buf, l.dataOff); err != nil {
-		return nil, fmt.Errorf("kvm stats data: %w", err)
-	}
+// Read returns kvmCounters (those the kernel has; exits it must have).
+func (s *vmStats) Read() (kvmCounts, error) {
 	c := kvmCounts{}
-	for _, d := range l.descs {
-		if d.size == 1 {
-			c[d.name] = binary.LittleEndian.Uint64(buf[d.offset:])
+	for _, name := range kvmCounters {
+		b, err := os.ReadFile(filepath.Join(s.dir, name))
+		if os.IsNotExist(err) && name != "exits" {
+			continue
 		}
+		if err != nil {
+			return nil, fmt.Errorf("kvm stats: %w", err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kvm stats: %s: %w", name, err)
+		}
+		c[name] = v
 	}
 	return c, nil
 }
@@ -136,7 +95,7 @@ type vmFDs struct {
 }
 
 // scanFDs reads the links in dir (/proc/PID/fd): KVM names a vCPU's fd
-// "anon_inode:kvm-vcpu:N", an io_uring's "anon_inode:[io_uring]".
+// "anon_inode:kvm-vcpu:N", an io_uring "anon_inode:[io_uring]".
 func scanFDs(dir string) (vmFDs, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -160,88 +119,6 @@ func scanFDs(dir string) (vmFDs, error) {
 		}
 	}
 	return v, nil
-}
-
-// vmStats reads the KVM counters of one VMM process's VM.
-type vmStats struct {
-	files   []*os.File // one stats fd per vCPU
-	layouts []statsLayout
-	// IOURings is how many io_urings the VMM held when this was opened.
-	IOURings int
-}
-
-// openVMStats finds pid's vCPUs and opens their stats fds.
-func openVMStats(pid int) (*vmStats, error) {
-	fds, err := scanFDs(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return nil, err
-	}
-	if len(fds.vcpus) == 0 {
-		return nil, fmt.Errorf("kvm stats: process %d has no vCPU fd", pid)
-	}
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return nil, fmt.Errorf("kvm stats: pidfd_open %d: %w", pid, err)
-	}
-	defer unix.Close(pidfd)
-	s := &vmStats{IOURings: fds.ioURings}
-	for _, fd := range fds.vcpus {
-		f, l, err := vcpuStats(pidfd, fd)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.files, s.layouts = append(s.files, f), append(s.layouts, l)
-	}
-	return s, nil
-}
-
-func vcpuStats(pidfd, fd int) (*os.File, statsLayout, error) {
-	vcpu, err := unix.PidfdGetfd(pidfd, fd, 0)
-	if err != nil {
-		return nil, statsLayout{}, fmt.Errorf("kvm stats: pidfd_getfd %d: %w", fd, err)
-	}
-	sfd, err := unix.IoctlRetInt(vcpu, kvmGetStatsFD)
-	unix.Close(vcpu) // the stats fd holds the VM
-	if err != nil {
-		return nil, statsLayout{}, fmt.Errorf("kvm stats: KVM_GET_STATS_FD: %w", err)
-	}
-	f := os.NewFile(uintptr(sfd), "kvm-vcpu-stats")
-	l, err := parseStatsLayout(f)
-	if err != nil {
-		f.Close()
-		return nil, statsLayout{}, err
-	}
-	return f, l, nil
-}
-
-// Read returns the counters summed over the vCPUs.
-func (s *vmStats) Read() (kvmCounts, error) {
-	if s == nil || len(s.files) == 0 {
-		return nil, errors.New("kvm stats: not open")
-	}
-	sum := kvmCounts{}
-	for i, f := range s.files {
-		c, err := s.layouts[i].values(f)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range c {
-			sum[k] += v
-		}
-	}
-	return sum, nil
-}
-
-// Close releases the stats fds and with them the VM.
-func (s *vmStats) Close() {
-	if s == nil {
-		return
-	}
-	for _, f := range s.files {
-		f.Close()
-	}
-	s.files = nil
 }
 
 // exitDetail turns a run's counter deltas into a sample's details: the raw

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"io"
 	"math"
@@ -15,100 +14,66 @@ import (
 	"tinyvmm/kvm"
 )
 
-// statsBlob builds a KVM binary stats file as Linux lays it out: header,
-// id string, descriptors (16 bytes + nameSize each), data.
-type fakeStat struct {
-	name   string
-	values []uint64
-}
-
-func statsBlob(nameSize int, stats []fakeStat) []byte {
-	le := binary.LittleEndian
-	const idOff = 24
-	descOff := idOff + 64
-	stride := 16 + nameSize
-	dataOff := descOff + stride*len(stats)
-	var data []byte
-	desc := make([]byte, stride*len(stats))
-	for i, s := range stats {
-		d := desc[i*stride:]
-		le.PutUint32(d[0:], 0)                     // flags: cumulative, no unit
-		le.PutUint16(d[6:], uint16(len(s.values))) // size
-		le.PutUint32(d[8:], uint32(len(data)))     // offset in data
-		copy(d[16:16+nameSize], s.name)
-		for _, v := range s.values {
-			data = le.AppendUint64(data, v)
+// fakeDebugfs lays out KVM's debugfs directory for VMs as Linux does:
+// one directory PID-FD per VM, one file per counter, the value and a newline.
+func fakeDebugfs(t *testing.T, vms map[string]map[string]string) string {
+	root := t.TempDir()
+	for vm, files := range vms {
+		dir := filepath.Join(root, vm)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, val := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(val), 0o444); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	h := make([]byte, idOff)
-	le.PutUint32(h[4:], uint32(nameSize))
-	le.PutUint32(h[8:], uint32(len(stats)))
-	le.PutUint32(h[12:], idOff)
-	le.PutUint32(h[16:], uint32(descOff))
-	le.PutUint32(h[20:], uint32(dataOff))
-	b := append(h, make([]byte, 64)...)
-	copy(b[idOff:], "kvm-1234/vcpu_0")
-	b = append(b, desc...)
-	return append(b, data...)
+	return root
 }
 
-func TestParseKVMStats(t *testing.T) {
-	blob := statsBlob(48, []fakeStat{
-		{"exits", []uint64{12345}},
-		{"halt_wait_hist", make([]uint64, 32)}, // a histogram: skipped
-		{"io_exits", []uint64{7}},
-		{"irq_injections", []uint64{1 << 40}},
+func TestReadKVMDebugfs(t *testing.T) {
+	root := fakeDebugfs(t, map[string]map[string]string{
+		"1234-11": {"exits": "12345\n", "io_exits": "7\n", "irq_injections": "1099511627776\n", "halt_exits": "0\n",
+			"pf_fixed": "9\n", "halt_wait_hist": "1 2 3\n"},
+		"12345-9": {"exits": "1\n"},                           // another process whose pid starts alike
+		"77-3":    {"exits": "1\n"}, "77-4": {"exits": "2\n"}, // two VMs in one process
+		"88-3": {"io_exits": "1\n"}, // no exits
+		"99-3": {"exits": "many\n"},
 	})
-	r := bytes.NewReader(blob)
-	l, err := parseStatsLayout(r)
+	s, err := openVMStats(root, 1234)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.values(r)
+	c, err := s.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kvmCounts{"exits": 12345, "io_exits": 7, "irq_injections": 1 << 40}
+	want := kvmCounts{"exits": 12345, "io_exits": 7, "irq_injections": 1 << 40, "halt_exits": 0}
 	if len(c) != len(want) {
-		t.Errorf("values %v, want %v", c, want)
+		t.Errorf("counts %v, want %v", c, want)
 	}
 	for k, v := range want {
 		if c[k] != v {
 			t.Errorf("%s = %d, want %d", k, c[k], v)
 		}
 	}
-}
-
-func TestParseKVMStatsRejectsBadHeaders(t *testing.T) {
-	good := statsBlob(48, []fakeStat{{"exits", []uint64{1}}})
-	for name, mangle := range map[string]func(b []byte) []byte{
-		"truncated header":   func(b []byte) []byte { return b[:20] },
-		"name size 0":        func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], 0); return b },
-		"huge name size":     func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], 1<<20); return b },
-		"too many descs":     func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 1<<30); return b },
-		"descs past the end": func(b []byte) []byte { binary.LittleEndian.PutUint32(b[8:], 5); return b },
-		"value far away": func(b []byte) []byte {
-			binary.LittleEndian.PutUint32(b[24+64+8:], 1<<30)
-			return b
-		},
-		"zero-sized value": func(b []byte) []byte {
-			binary.LittleEndian.PutUint16(b[24+64+6:], 0)
-			return b
-		},
-	} {
-		b := mangle(bytes.Clone(good))
-		if _, err := parseStatsLayout(bytes.NewReader(b)); err == nil {
-			t.Errorf("%s: parsed without error", name)
+	for pid, why := range map[int]string{77: "2 VMs", 5: "0 VMs"} {
+		if _, err := openVMStats(root, pid); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("pid %d: %v, want %q", pid, err, why)
 		}
 	}
-	// A data block shorter than the descriptors say: values fails.
-	r := bytes.NewReader(good[:len(good)-4])
-	l, err := parseStatsLayout(r)
-	if err != nil {
-		t.Fatal(err)
+	for _, pid := range []int{88, 99} {
+		s, err := openVMStats(root, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := s.Read(); err == nil {
+			t.Errorf("pid %d read %v without error", pid, c)
+		}
 	}
-	if _, err := l.values(r); err == nil {
-		t.Error("short data block read without error")
+	if _, err := openVMStats(filepath.Join(root, "none"), 1234); err == nil || !strings.Contains(err.Error(), "DEBUG_FS") {
+		t.Errorf("no debugfs: %v", err)
 	}
 }
 
@@ -171,10 +136,6 @@ func TestScanFDs(t *testing.T) {
 	}
 	if _, err := scanFDs(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing dir scanned without error")
-	}
-	// Not a VMM: no vCPU, openVMStats says so.
-	if _, err := openVMStats(os.Getpid()); err == nil || !strings.Contains(err.Error(), "no vCPU") {
-		t.Errorf("openVMStats of the test process: %v", err)
 	}
 }
 

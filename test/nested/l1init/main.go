@@ -128,9 +128,9 @@ func mountAll() error {
 			return fmt.Errorf("mount %s on %s: %v", m.fs, m.dir, err)
 		}
 	}
-	// debugfs has KVM's per-VM counters (/sys/kernel/debug/kvm/PID-FD/)
-	// when the kernel has CONFIG_DEBUG_FS; bench e2e reads the same counters
-	// through KVM_GET_STATS_FD, so a kernel without it is no error.
+	// debugfs has KVM's per-VM counters (/sys/kernel/debug/kvm/PID-FD/),
+	// which bench e2e reads; a kernel without CONFIG_DEBUG_FS only leaves
+	// its runs without them.
 	if err := unix.Mount("debugfs", "/sys/kernel/debug", "debugfs", 0, ""); err != nil && err != unix.EBUSY {
 		fmt.Println("l1init: no debugfs:", err)
 	}
