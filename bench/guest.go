@@ -178,7 +178,7 @@ func (g *guestProc) openStats() {
 	fds, err := scanFDs(fmt.Sprintf("/proc/%d/fd", pid))
 	var s *vmStats
 	if err == nil {
-		s, err = openVMStats(debugfsKVM, pid)
+		s, err = openVMStats(debugfsKVM, "/proc", pid)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -50,20 +50,39 @@ func (c kvmCounts) sub(before kvmCounts) (kvmCounts, error) {
 // vmStats is one VM's directory in debugfs.
 type vmStats struct{ dir string }
 
-// openVMStats finds the directory of pid's VM under root (debugfsKVM).
-func openVMStats(root string, pid int) (*vmStats, error) {
+// openVMStats finds the directory of pid's VM under root (debugfsKVM),
+// with proc as /proc. KVM names it after the thread that made the VM
+// (task_pid_nr: a thread id, not the process id, in a Go VMM such as
+// tinyvmm) and the VM's fd, so the name is matched against the process's
+// threads and its "anon_inode:kvm-vm" fd.
+func openVMStats(root, proc string, pid int) (*vmStats, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("kvm stats: %v (a kernel without DEBUG_FS, or debugfs not mounted at /sys/kernel/debug)", err)
 	}
+	fds, err := scanFDs(filepath.Join(proc, strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return nil, fmt.Errorf("kvm stats: %w", err)
+	}
+	tasks, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil, fmt.Errorf("kvm stats: %w", err)
+	}
+	names := map[string]bool{}
+	for _, t := range tasks {
+		for _, fd := range fds.vms {
+			names[t.Name()+"-"+strconv.Itoa(fd)] = true
+		}
+	}
 	var dirs []string
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), strconv.Itoa(pid)+"-") {
+		if names[e.Name()] {
 			dirs = append(dirs, e.Name())
 		}
 	}
 	if len(dirs) != 1 {
-		return nil, fmt.Errorf("kvm stats: process %d has %d VMs in %s, want 1", pid, len(dirs), root)
+		return nil, fmt.Errorf("kvm stats: process %d (%d VM fds, %d threads) has %d VMs in %s, want 1",
+			pid, len(fds.vms), len(tasks), len(dirs), root)
 	}
 	return &vmStats{dir: filepath.Join(root, dirs[0])}, nil
 }
@@ -90,12 +109,14 @@ func (s *vmStats) Read() (kvmCounts, error) {
 
 // vmFDs is what a VMM process's file table says about KVM and io_uring.
 type vmFDs struct {
-	vcpus    []int // fd numbers of its vCPUs
+	vms      []int // fd numbers of its VMs
+	vcpus    []int // of its vCPUs
 	ioURings int   // io_uring instances it holds open
 }
 
-// scanFDs reads the links in dir (/proc/PID/fd): KVM names a vCPU's fd
-// "anon_inode:kvm-vcpu:N", an io_uring "anon_inode:[io_uring]".
+// scanFDs reads the links in dir (/proc/PID/fd): KVM names a VM's fd
+// "anon_inode:kvm-vm", a vCPU's "anon_inode:kvm-vcpu:N", and an io_uring
+// is "anon_inode:[io_uring]".
 func scanFDs(dir string) (vmFDs, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -112,6 +133,8 @@ func scanFDs(dir string) (vmFDs, error) {
 			continue // closed meanwhile
 		}
 		switch {
+		case target == "anon_inode:kvm-vm":
+			v.vms = append(v.vms, fd)
 		case strings.HasPrefix(target, "anon_inode:kvm-vcpu:"):
 			v.vcpus = append(v.vcpus, fd)
 		case target == "anon_inode:[io_uring]":

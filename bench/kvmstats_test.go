@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -32,16 +33,54 @@ func fakeDebugfs(t *testing.T, vms map[string]map[string]string) string {
 	return root
 }
 
+// fakeProc makes /proc/PID/task/TID and /proc/PID/fd/N links.
+func fakeProc(t *testing.T, procs map[int]struct {
+	tids []int
+	fds  map[int]string
+}) string {
+	root := t.TempDir()
+	for pid, p := range procs {
+		dir := filepath.Join(root, strconv.Itoa(pid))
+		for _, tid := range p.tids {
+			if err := os.MkdirAll(filepath.Join(dir, "task", strconv.Itoa(tid)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.MkdirAll(filepath.Join(dir, "fd"), 0o755)
+		for fd, target := range p.fds {
+			if err := os.Symlink(target, filepath.Join(dir, "fd", strconv.Itoa(fd))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
+}
+
+// TestReadKVMDebugfs: the VM's directory is named after the thread that
+// made it (not the process) and the VM's fd.
 func TestReadKVMDebugfs(t *testing.T) {
 	root := fakeDebugfs(t, map[string]map[string]string{
-		"1234-11": {"exits": "12345\n", "io_exits": "7\n", "irq_injections": "1099511627776\n", "halt_exits": "0\n",
+		"1240-11": {"exits": "12345\n", "io_exits": "7\n", "irq_injections": "1099511627776\n", "halt_exits": "0\n",
 			"pf_fixed": "9\n", "halt_wait_hist": "1 2 3\n"},
-		"12345-9": {"exits": "1\n"},                           // another process whose pid starts alike
+		"1234-12": {"exits": "1\n"},                           // the process id with another fd
+		"50-11":   {"exits": "1\n"},                           // another process, same fd
 		"77-3":    {"exits": "1\n"}, "77-4": {"exits": "2\n"}, // two VMs in one process
 		"88-3": {"io_exits": "1\n"}, // no exits
 		"99-3": {"exits": "many\n"},
 	})
-	s, err := openVMStats(root, 1234)
+	type p = struct {
+		tids []int
+		fds  map[int]string
+	}
+	vm := "anon_inode:kvm-vm"
+	proc := fakeProc(t, map[int]p{
+		1234: {[]int{1234, 1235, 1240}, map[int]string{3: "/dev/kvm", 11: vm, 12: "anon_inode:kvm-vcpu:0", 13: "anon_inode:[io_uring]"}},
+		50:   {[]int{50}, map[int]string{7: vm}},
+		77:   {[]int{77}, map[int]string{3: vm, 4: vm}},
+		88:   {[]int{88}, map[int]string{3: vm}},
+		99:   {[]int{99}, map[int]string{3: vm}},
+	})
+	s, err := openVMStats(root, proc, 1234)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +97,13 @@ func TestReadKVMDebugfs(t *testing.T) {
 			t.Errorf("%s = %d, want %d", k, c[k], v)
 		}
 	}
-	for pid, why := range map[int]string{77: "2 VMs", 5: "0 VMs"} {
-		if _, err := openVMStats(root, pid); err == nil || !strings.Contains(err.Error(), why) {
+	for pid, why := range map[int]string{77: "has 2 VMs", 50: "has 0 VMs", 5: "no such file"} {
+		if _, err := openVMStats(root, proc, pid); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("pid %d: %v, want %q", pid, err, why)
 		}
 	}
 	for _, pid := range []int{88, 99} {
-		s, err := openVMStats(root, pid)
+		s, err := openVMStats(root, proc, pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +111,7 @@ func TestReadKVMDebugfs(t *testing.T) {
 			t.Errorf("pid %d read %v without error", pid, c)
 		}
 	}
-	if _, err := openVMStats(filepath.Join(root, "none"), 1234); err == nil || !strings.Contains(err.Error(), "DEBUG_FS") {
+	if _, err := openVMStats(filepath.Join(root, "none"), proc, 1234); err == nil || !strings.Contains(err.Error(), "DEBUG_FS") {
 		t.Errorf("no debugfs: %v", err)
 	}
 }
@@ -131,7 +170,7 @@ func TestScanFDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(v.vcpus) != 2 || v.vcpus[0]+v.vcpus[1] != 13 || v.ioURings != 2 {
+	if len(v.vcpus) != 2 || v.vcpus[0]+v.vcpus[1] != 13 || v.ioURings != 2 || len(v.vms) != 1 || v.vms[0] != 3 {
 		t.Errorf("scan: %+v", v)
 	}
 	if _, err := scanFDs(filepath.Join(dir, "missing")); err == nil {
