@@ -28,7 +28,12 @@ type Options struct {
 	ELF     string        // the bench guest
 	Tinyvmm string        // the tinyvmm binary
 	QEMU    string        // qemu-system-x86_64
-	Out     io.Writer     // the table
+	// QEMUMachine is QEMU's -M (--qemu-machine).
+	QEMUMachine string
+	// QEMUPreload is LD_PRELOADed into QEMU (--qemu-preload): the nested
+	// L1 keeps QEMU off io_uring with it.
+	QEMUPreload string
+	Out         io.Writer // the table
 	// CPUProfile, when set, gets tinyvmm's Go CPU profile of its last tx
 	// run, and CPUProfile+".rx" that of its last rx run (a development
 	// flag of bench e2e, --cpuprofile).
@@ -42,7 +47,7 @@ func DefaultOptions() Options {
 		Kicks:   []int{1, 2, 4, 8, 16, 32, 64},
 		Weights: []int{0, 64, 128, 256, 512, 1024, 2048, 4096},
 		Budget:  14 * time.Minute,
-		ELF:     "out/guest/bench.elf", Tinyvmm: "bin/tinyvmm", QEMU: "qemu-system-x86_64",
+		ELF:     "out/guest/bench.elf", Tinyvmm: "bin/tinyvmm", QEMU: "qemu-system-x86_64", QEMUMachine: DefaultQEMUMachine,
 		Out: os.Stdout,
 	}
 }
@@ -80,6 +85,9 @@ func detectSystems(o Options, host kvm.Host) map[System]systemState {
 		q = systemState{Label: "QEMU (TCG, not comparable)"}
 	default:
 		q = systemState{Label: "QEMU (TCG; PVM host, not comparable)"}
+	}
+	if o.QEMUPreload != "" {
+		q.Label += ", LD_PRELOAD " + filepath.Base(o.QEMUPreload)
 	}
 	if _, err := exec.LookPath(o.QEMU); err != nil {
 		q.Skip = "skipped: no " + o.QEMU + " (apt-get install qemu-system-x86)"
@@ -142,6 +150,9 @@ func RunE2E(o Options) (*Report, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench e2e: needs root for network namespaces and taps (run with sudo)")
 	}
+	if o.QEMUPreload != "" && fileMissing(o.QEMUPreload) {
+		return nil, fmt.Errorf("bench e2e: --qemu-preload %s: no such file", o.QEMUPreload)
+	}
 	if fileMissing(o.ELF) {
 		return nil, fmt.Errorf("bench e2e: no bench guest at %s (run guest/bench/build.sh)", o.ELF)
 	}
@@ -152,7 +163,8 @@ func RunE2E(o Options) (*Report, error) {
 		}
 		return p
 	}
-	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: qemuAccel(host)}
+	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: qemuAccel(host),
+		QEMUMachine: o.QEMUMachine, QEMUPreload: o.QEMUPreload}
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
 	rep := newReport(o, host, detectSystems(o, host))

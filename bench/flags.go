@@ -25,6 +25,8 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.ELF, "guest", o.ELF, "the bench guest ELF (guest/bench/build.sh)")
 	fs.StringVar(&o.Tinyvmm, "tinyvmm", o.Tinyvmm, "the tinyvmm binary")
 	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
+	fs.StringVar(&o.QEMUMachine, "qemu-machine", o.QEMUMachine, "QEMU's -M (the default has no PIT: the bench guest takes no interrupts)")
+	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (bench/nested.sh: L1's no-io-uring.so)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
 	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
 	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -31,6 +33,11 @@ type GuestConfig struct {
 	QEMUAccel string
 	// TinyvmmArgs are extra flags for `tinyvmm run` (e.g. --tx-weight-pkts).
 	TinyvmmArgs []string
+	// QEMUMachine is QEMU's -M; DefaultQEMUMachine when empty.
+	QEMUMachine string
+	// QEMUPreload, when set, is LD_PRELOADed into QEMU (the nested L1's
+	// no-io-uring.so, test/nested/nouring).
+	QEMUPreload string
 }
 
 // command builds the VMM command line that boots the bench guest with
@@ -43,14 +50,31 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 			"--net", "tap=" + TapName, "--mem", "256M"}
 		return exec.Command(c.Tinyvmm, append(args, c.TinyvmmArgs...)...)
 	default:
-		return exec.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", "q35", "-m", "256M",
+		machine := c.QEMUMachine
+		if machine == "" {
+			machine = DefaultQEMUMachine
+		}
+		cmd := exec.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", machine, "-m", "256M",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", c.ELF, "-append", cmdline,
 			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,vhost=off",
 			"-device", "virtio-net-pci,netdev=n0,disable-legacy=on",
 			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+		if c.QEMUPreload != "" {
+			cmd.Env = append(os.Environ(), "LD_PRELOAD="+c.QEMUPreload)
+		}
+		return cmd
 	}
 }
+
+// DefaultQEMUMachine is the bench's QEMU machine: q35 without the i8254
+// PIT. SeaBIOS starts the PIT's 18.2 Hz tick and the bench guest then runs
+// with interrupts off, so under QEMU (and not under tinyvmm, whose guest
+// starts without firmware) an IRQ 0 would stay pending for the whole run:
+// KVM keeps an interrupt window open for it, and in the nested L1 that
+// pending-interrupt path of TCG's emulated SVM is where L1 froze (see
+// bench/README.md). Without it both VMMs' guests have no interrupt source.
+const DefaultQEMUMachine = "q35,pit=off"
 
 // GuestRun is one run of the bench guest as its serial output told it.
 type GuestRun struct {
@@ -60,6 +84,14 @@ type GuestRun struct {
 	Error  string            // a BENCH error line
 	Status int               // the guest's exit status, -1 if it wrote none
 	Output []string          // the last lines of output, for failures
+	// KVM is what KVM counted for the VM from the end of the ready line
+	// to the start of the result line (the timed window, give or take a
+	// pipe wakeup); nil with KVMErr saying why when it could not be read.
+	KVM    kvmCounts
+	KVMErr string
+	// IOURings is how many io_urings the VMM held once its guest was
+	// running (-1: unknown).
+	IOURings int
 }
 
 // Uint reads a number from the result line (0 when absent).
@@ -77,13 +109,17 @@ type guestProc struct {
 	mu    sync.Mutex
 	run   GuestRun
 	errb  syncbuf.Buffer
+	// stats and before are touched only by the goroutine that scans the
+	// output.
+	stats  *vmStats
+	before kvmCounts
 }
 
 const keepLines = 40
 
 func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guestProc, error) {
 	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1)}
-	g.run.Status = -1
+	g.run.Status, g.run.IOURings = -1, -1
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -93,7 +129,9 @@ func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guest
 		return nil, fmt.Errorf("start %s: %w", vmm, err)
 	}
 	go func() {
-		g.scan(out)
+		// The window closes as the result line starts, before the
+		// guest's serial output of it (an exit or two per byte).
+		g.scan(&markReader{r: out, marker: []byte("BENCH result"), at: g.statsAfter})
 		g.done <- g.cmd.Wait()
 	}()
 	return g, nil
@@ -107,6 +145,9 @@ func (g *guestProc) scan(r io.Reader) {
 		if i := strings.Index(line, "BENCH "); i >= 0 {
 			line = line[i:]
 		}
+		if g.stats == nil && g.run.KVMErr == "" {
+			g.openStats() // the guest runs, so the vCPUs exist
+		}
 		g.mu.Lock()
 		g.run.Output = append(g.run.Output, line)
 		if len(g.run.Output) > keepLines {
@@ -117,6 +158,7 @@ func (g *guestProc) scan(r io.Reader) {
 			g.run.Start = parseKV(line)
 		case strings.HasPrefix(line, "BENCH ready"):
 			g.run.Ready = parseKV(line)
+			g.statsBefore()
 			close(g.ready)
 		case strings.HasPrefix(line, "BENCH result"):
 			g.run.Result = parseKV(line)
@@ -127,6 +169,84 @@ func (g *guestProc) scan(r io.Reader) {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// openStats finds the VMM's VM in debugfs (kvmstats.go) and counts its
+// io_urings.
+func (g *guestProc) openStats() {
+	pid := g.cmd.Process.Pid
+	fds, err := scanFDs(fmt.Sprintf("/proc/%d/fd", pid))
+	var s *vmStats
+	if err == nil {
+		s, err = openVMStats(debugfsKVM, "/proc", pid)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		g.run.KVMErr = err.Error()
+		return
+	}
+	g.stats, g.run.IOURings = s, fds.ioURings
+}
+
+// statsBefore snapshots the counters at the ready line (g.mu held).
+func (g *guestProc) statsBefore() {
+	if g.stats == nil {
+		return
+	}
+	c, err := g.stats.Read()
+	if err != nil {
+		g.run.KVMErr = err.Error()
+		return
+	}
+	g.before = c
+}
+
+// statsAfter snapshots the counters as the result line starts and keeps
+// the difference from the ready line's snapshot.
+func (g *guestProc) statsAfter() {
+	if g.stats == nil || g.before == nil {
+		return
+	}
+	c, err := g.stats.Read()
+	if err == nil {
+		c, err = c.sub(g.before)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		g.run.KVMErr = err.Error()
+		return
+	}
+	g.run.KVM = c
+}
+
+// markReader passes r through and calls at, once, as soon as marker has
+// gone by (also when a read splits it).
+type markReader struct {
+	r      io.Reader
+	marker []byte
+	at     func()
+	tail   []byte // the last len(marker)-1 bytes seen
+	done   bool
+}
+
+func (m *markReader) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if m.done || n == 0 {
+		return n, err
+	}
+	seen := append(m.tail, p[:n]...)
+	if bytes.Contains(seen, m.marker) {
+		m.done = true
+		m.at()
+		return n, err
+	}
+	if keep := len(m.marker) - 1; len(seen) > keep {
+		seen = seen[len(seen)-keep:]
+	}
+	m.tail = append(m.tail[:0], seen...)
+	return n, err
 }
 
 func parseKV(line string) map[string]string {

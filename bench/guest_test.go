@@ -68,6 +68,7 @@ func checkTxRx(t *testing.T, r *runner, sys System, size int) {
 			sent, got, tx.Detail["sink_drops"], tx.Detail["kernel_drops"], tx.Detail["corrupt"], tx.Detail["reordered"])
 	}
 	t.Logf("tx %d-byte: guest sent %.0f frames, host received %.0f, %.0f pps at the host", size, sent, got, tx.Value)
+	checkExits(t, r, sys, "tx", tx)
 
 	rx := r.rx(sys, nil)
 	if rx.Err != "" {
@@ -77,6 +78,24 @@ func checkTxRx(t *testing.T, r *runner, sys System, size int) {
 		t.Errorf("rx: host sent %.0f, guest got %.0f, corrupt %.0f", rx.Detail["sent"], rx.Detail["received"], rx.Detail["corrupt"])
 	}
 	t.Logf("rx: host sent %.0f frames, guest received %.0f (%.0f pps in the guest)", rx.Detail["sent"], rx.Detail["received"], rx.Value)
+	checkExits(t, r, sys, "rx", rx)
+}
+
+// checkExits: a VMM on KVM has KVM's counts of the run (kvmstats.go), and
+// every notify the guest wrote was a VM exit.
+func checkExits(t *testing.T, r *runner, sys System, what string, s Sample) {
+	t.Helper()
+	if sys == SysCeiling || sys == SysQEMU && r.cfg.QEMUAccel != "kvm" {
+		return
+	}
+	exits, kicks := s.Detail["kvm_exits"], s.Detail["guest_kicks"]
+	if _, ok := s.Detail["exits_per_frame"]; !ok || exits < kicks || exits == 0 {
+		t.Errorf("%s: KVM counted %.0f exits for %.0f guest kicks (note %q, details %v)", what, exits, kicks, s.Note, s.Detail)
+		return
+	}
+	t.Logf("%s: per frame %.3f exits, %.3f kicks, %.3f irqs (KVM: %.0f exits, %.0f to user space, %.0f injected interrupts; %.0f io_urings in the VMM)",
+		what, s.Detail["exits_per_frame"], s.Detail["kicks_per_frame"], s.Detail["irqs_per_frame"],
+		exits, s.Detail["kvm_io_exits"]+s.Detail["kvm_mmio_exits"], s.Detail["kvm_irq_injections"], s.Detail["io_uring_fds"])
 }
 
 func qemuConfig(t *testing.T) GuestConfig {

@@ -7,6 +7,8 @@
 #
 #   bench/nested.sh [bench e2e flags]    # default: --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 #   NESTED_SMP=2 bench/nested.sh         # L1 with 2 CPUs (default 1)
+#   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
+#       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
 #
 # Writes out/bench/nested.log, nested-tx.prof, nested-rx.prof and
 # nested-e2e.json (every run's numbers, guest kicks included) and prints the
@@ -20,8 +22,10 @@ prof=out/bench/nested-tx.prof
 profrx=out/bench/nested-rx.prof
 json=out/bench/nested-e2e.json
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
+[ -n "${NESTED_QEMU_IO_URING:-}" ] || set -- --qemu-preload /usr/lib/tinyvmm/no-io-uring.so "$@"
 status=0
-go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" \
+# -stall: a healthy bench prints a line at least every ~90 s (one run's bound).
+go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" -stall 3m \
 	-run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox base64 /tmp/tx.prof' -run 'busybox echo NESTED-PROF-END' \
 	-run 'busybox echo NESTED-PROFRX-BEGIN' -run 'busybox base64 /tmp/tx.prof.rx' -run 'busybox echo NESTED-PROFRX-END' \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' \

@@ -51,6 +51,12 @@ type Cell struct {
 	OK      int                `json:"ok_runs"`
 	Median  float64            `json:"median"`
 	Detail  map[string]float64 `json:"median_detail,omitempty"`
+	// Per frame the guest moved, medians over the runs, from KVM's
+	// counters of the VM in the timed window (VMM cells of tx and rx):
+	// every VM exit, the guest's notify writes, the interrupts injected.
+	ExitsPerFrame *float64 `json:"exits_per_frame,omitempty"`
+	KicksPerFrame *float64 `json:"kicks_per_frame,omitempty"`
+	IRQsPerFrame  *float64 `json:"irqs_per_frame,omitempty"`
 }
 
 func newReport(o Options, host kvm.Host, systems map[System]systemState) *Report {
@@ -117,7 +123,17 @@ func (r *Report) finish(took time.Duration) {
 		for k, v := range details {
 			c.Detail[k] = median(v)
 		}
+		c.ExitsPerFrame = c.detailPtr("exits_per_frame")
+		c.KicksPerFrame = c.detailPtr("kicks_per_frame")
+		c.IRQsPerFrame = c.detailPtr("irqs_per_frame")
 	}
+}
+
+func (c *Cell) detailPtr(k string) *float64 {
+	if v, ok := c.Detail[k]; ok {
+		return &v
+	}
+	return nil
 }
 
 func median(v []float64) float64 {
@@ -221,6 +237,8 @@ func (r *Report) printTable(w io.Writer) {
 	}
 	tw.Flush()
 
+	r.printPerFrame(w)
+
 	fmt.Fprintf(w, "\nseed 000: tx pps at 64 B vs the driver's kick threshold (a notify decision every N frames)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "kick\t%s\t%s\ttinyvmm/QEMU\t\n", r.Systems[SysTinyvmm].Label, r.Systems[SysQEMU].Label)
@@ -256,6 +274,49 @@ func (r *Report) printTable(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	r.printFailures(w)
+}
+
+// printPerFrame prints exits, kicks and interrupts per frame of the VMMs'
+// throughput cells: the counts that decide the cost on any KVM.
+func (r *Report) printPerFrame(w io.Writer) {
+	fmt.Fprintf(w, "\nper frame, medians (KVM's counters of the VM between the guest's ready and result lines;\n"+
+		"kicks: the guest's notify writes; irqs: interrupts KVM injected)\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\t")
+	keys := []string{"tx64", "tx1400", "rx64"}
+	for _, e := range r.exps {
+		if strings.HasPrefix(e.Key, "kick") {
+			keys = append(keys, e.Key)
+		}
+	}
+	for _, k := range keys {
+		line := k + "\t"
+		for _, get := range []func(*Cell) *float64{
+			func(c *Cell) *float64 { return c.ExitsPerFrame },
+			func(c *Cell) *float64 { return c.KicksPerFrame },
+			func(c *Cell) *float64 { return c.IRQsPerFrame },
+		} {
+			for _, s := range []System{SysTinyvmm, SysQEMU} {
+				line += r.perFrame(k, s, get) + "\t"
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+func (r *Report) perFrame(metric string, s System, get func(*Cell) *float64) string {
+	if r.Systems[s].Skip != "" {
+		return "skipped"
+	}
+	c := r.cell(metric, s)
+	if c == nil || c.OK == 0 {
+		return "-"
+	}
+	if v := get(c); v != nil {
+		return fmt.Sprintf("%.3f", *v)
+	}
+	return "n/a"
 }
 
 func (r *Report) printFailures(w io.Writer) {

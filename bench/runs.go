@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -22,6 +23,7 @@ type Sample struct {
 	Value  float64            `json:"value"`
 	Detail map[string]float64 `json:"detail,omitempty"`
 	Err    string             `json:"error,omitempty"`
+	Note   string             `json:"note,omitempty"` // e.g. why KVM's counters are missing
 }
 
 func failed(err error) Sample { return Sample{Err: err.Error()} }
@@ -66,6 +68,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 		}
 		drops0 := backlogDrops()
 		var guestPPS, frames, kicks, stalls float64
+		var run *GuestRun
 		if sys == SysCeiling {
 			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second)
 			if err != nil {
@@ -74,7 +77,8 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			}
 			guestPPS, frames = res.PPS(), float64(res.Frames)
 		} else {
-			run, err := r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=tx size=%d secs=%d kick=%d", size, r.secs, kick), nil)
+			var err error
+			run, err = r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=tx size=%d secs=%d kick=%d", size, r.secs, kick), nil)
 			if err != nil {
 				sink.Stop()
 				return failed(err)
@@ -98,6 +102,9 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			s.Err = fmt.Sprintf("%d corrupted frames", got.Bad)
 		case got.Good == 0:
 			s.Err = "no frame reached the host"
+		}
+		if run != nil {
+			addExits(&s, run, frames, kicks)
 		}
 		return s
 	})
@@ -149,8 +156,22 @@ func (r *runner) rx(sys System, vmmArgs []string) Sample {
 		}
 		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent.Sent)
 		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
+		addExits(&s, run, float64(run.Uint("frames")), float64(run.Uint("kicks")))
 		return s
 	})
+}
+
+// addExits puts what KVM counted in the run's window into s: the raw
+// counts and the per-frame ratios (exitDetail), and the VMM's io_urings.
+func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
+	if run.IOURings >= 0 {
+		s.Detail["io_uring_fds"] = float64(run.IOURings)
+	}
+	if run.KVM == nil {
+		s.Note = run.KVMErr
+		return
+	}
+	maps.Copy(s.Detail, exitDetail(run.KVM, frames, kicks))
 }
 
 func rxSample(pps, good, bad, lost float64, sent uint64) Sample {

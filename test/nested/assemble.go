@@ -35,9 +35,15 @@ type Plan struct {
 	ProbeExits int
 	// QEMU, when set, is the host's QEMU binary (a path or a name in $PATH)
 	// to put into L1 with its libraries and the data QEMUData names, so the
-	// bench can run QEMU on L1's KVM. Off by default: it adds ~35 MB.
+	// bench can run QEMU on L1's KVM, and NoIOURing (built with cc).
+	// Off by default: it adds ~35 MB.
 	QEMU string
 }
+
+// NoIOURing is where L1 has no_io_uring.so (test/nested/nouring) when
+// QEMU is in it: LD_PRELOADed into QEMU, it fails QEMU's io_uring setup
+// with ENOSYS (bench e2e --qemu-preload; bench/nested.sh).
+const NoIOURing = "/usr/lib/tinyvmm/no-io-uring.so"
 
 // probeDeadline bounds kvmprobe in L1; a healthy run takes a few seconds.
 const probeDeadline = 30 * time.Second
@@ -151,6 +157,14 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 			return nil, nil, err
 		}
 		files = append(files, qemu...)
+		so := filepath.Join(work, "no-io-uring.so")
+		logf("building %s", NoIOURing)
+		cc := exec.CommandContext(ctx, "cc", "-shared", "-fPIC", "-nostdlib", "-O2", "-Wall", "-o", so,
+			filepath.Join(repo, "test", "nested", "nouring", "no_io_uring.c"))
+		if msg, err := cc.CombinedOutput(); err != nil {
+			return nil, nil, fmt.Errorf("cc no_io_uring.c (apt-get install gcc): %v\n%s", err, msg)
+		}
+		files = append(files, File{Dest: NoIOURing, Src: so, Mode: 0o644})
 	}
 
 	if bb, err := exec.LookPath("busybox"); err == nil {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -154,6 +156,14 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
 		"-append", strings.TrimSpace(cmdline),
 	}
+	// A monitor, so that a frozen L1 can be looked at before it is killed.
+	mondir, err := os.MkdirTemp("", "tinyvmm-l1mon-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(mondir)
+	monitor := filepath.Join(mondir, "monitor.sock")
+	args = append(args, "-monitor", "unix:"+monitor+",server=on,wait=off")
 	cmd := exec.CommandContext(ctx, qemuBinary, args...)
 	cmd.WaitDelay = 5 * time.Second
 	pipe, err := cmd.StdoutPipe()
@@ -168,6 +178,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	var stalled atomic.Bool
 	watchdog := time.AfterFunc(m.Stall, func() {
 		stalled.Store(true)
+		fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, monitorDump(monitor, freezeQueries))
 		cmd.Process.Kill()
 	})
 	res, tail, ending := scanConsole(pipe, out, start, func() { watchdog.Reset(m.Stall) })
@@ -187,6 +198,39 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	}
 	return res, nil
 }
+
+// freezeQueries are the monitor commands whose answers describe a frozen
+// L1: where each CPU is (in L1's kernel or in an L2, halted or not, IF)
+// and what its local APIC has pending.
+var freezeQueries = []string{"info registers -a", "info lapic", "info irq"}
+
+// monitorDump sends cmds to QEMU's human monitor at sock and returns the
+// answers (or why there are none), within a few seconds.
+func monitorDump(sock string, cmds []string) string {
+	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		return "no monitor: " + err.Error()
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, strings.Join(cmds, "\n")+"\n"); err != nil {
+		return "monitor: " + err.Error()
+	}
+	var b strings.Builder
+	buf := make([]byte, 64<<10)
+	for b.Len() < 1<<20 {
+		n, err := c.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break // the deadline: QEMU has answered what it will
+		}
+	}
+	return ansiEscape.ReplaceAllString(strings.ReplaceAll(b.String(), "\r", ""), "")
+}
+
+// ansiEscape matches the terminal control sequences the monitor's line
+// editor sends.
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 
 // How the console ended.
 type ending int

@@ -174,3 +174,36 @@ func TestFrozenL1IsBootedAgainOnce(t *testing.T) {
 		t.Errorf("frozen boots took %v: the watchdog did not kill them", d)
 	}
 }
+
+// monitorDump answers from a real QEMU's monitor (what a frozen L1's
+// report shows), and says so when there is no monitor.
+func TestMonitorDumpAsksQEMU(t *testing.T) {
+	if _, err := exec.LookPath(QEMUBinary); err != nil {
+		t.Skip(QEMUBinary + " not installed")
+	}
+	sock := filepath.Join(t.TempDir(), "mon.sock")
+	if got := monitorDump(sock, freezeQueries); !strings.HasPrefix(got, "no monitor") {
+		t.Errorf("no socket: %q", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, QEMUBinary, "-M", "q35", "-S", "-nodefaults", "-display", "none",
+		"-monitor", "unix:"+sock+",server=on,wait=off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	got := monitorDump(sock, freezeQueries)
+	for i := 0; i < 100 && strings.HasPrefix(got, "no monitor"); i++ { // QEMU still starting
+		time.Sleep(100 * time.Millisecond)
+		got = monitorDump(sock, freezeQueries)
+	}
+	for _, want := range []string{"CPU#0", "EIP=0000fff0", "HLT=0", "info lapic"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dump lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\x1b") {
+		t.Errorf("dump has escape sequences: %q", got)
+	}
+}

@@ -2,7 +2,7 @@
 // under QEMU TCG, so that tinyvmm gets a real /dev/kvm on a host without one.
 //
 // It mounts the pseudo file systems (devpts too, for tests that need a
-// terminal), then runs the steps listed in /plan, one command per line (words
+// terminal, and debugfs where the kernel has it), then runs the steps listed in /plan, one command per line (words
 // split on spaces; "cd DIR" changes the directory of the steps that follow;
 // '#' starts a comment). The output goes to the
 // console. It ends with one marker line that the runner on the host parses:
@@ -127,6 +127,12 @@ func mountAll() error {
 		if err := unix.Mount(m.fs, m.dir, m.fs, 0, ""); err != nil && err != unix.EBUSY {
 			return fmt.Errorf("mount %s on %s: %v", m.fs, m.dir, err)
 		}
+	}
+	// debugfs has KVM's per-VM counters (/sys/kernel/debug/kvm/PID-FD/),
+	// which bench e2e reads; a kernel without CONFIG_DEBUG_FS only leaves
+	// its runs without them.
+	if err := unix.Mount("debugfs", "/sys/kernel/debug", "debugfs", 0, ""); err != nil && err != unix.EBUSY {
+		fmt.Println("l1init: no debugfs:", err)
 	}
 	// ip netns wants /run/netns; loopback is brought up by the tests that need it.
 	return os.MkdirAll("/run/netns", 0o755)

@@ -38,6 +38,7 @@ func main() {
 	timeout := flag.Duration("timeout", 25*time.Minute, "bound on the whole run, build included")
 	testTimeout := flag.Duration("test-timeout", 10*time.Minute, "bound on each test binary inside L1")
 	probe := flag.Int("probe-exits", 10000, "port-I/O exits kvmprobe times first (0: skip kvmprobe)")
+	stall := flag.Duration("stall", nested.DefaultStall, "a console silent this long means L1 froze: its state is printed, and it is booted again once")
 	keep := flag.Bool("keep", false, "keep the scratch directory with the initramfs")
 	withQEMU := flag.Bool("with-qemu", false, "put the host's "+nested.QEMUBinary+" (libraries, bench firmware) into L1")
 	flag.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
@@ -90,7 +91,7 @@ func main() {
 		time.Since(start).Round(time.Second), *kernel, *cpu, *smp, strings.Join(lines, "\n  "))
 
 	res, err := nested.Boot(ctx, nested.Machine{
-		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: os.Stdout,
+		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: os.Stdout, Stall: *stall,
 	})
 	if err != nil {
 		fail(err.Error())
