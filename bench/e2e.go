@@ -24,6 +24,7 @@ type Options struct {
 	Secs    int           // seconds per measurement
 	Kicks   []int         // the seed 000 sweep: a tx notify decision every N frames
 	Weights []int         // the seed 002 sweep: tinyvmm --tx-weight-pkts (0 = unlimited)
+	Polls   []int         // the tx poll sweep: tinyvmm --poll-us (0 = off), tx 64 B
 	Budget  time.Duration // no new run starts after this; the rest show as not run
 	ELF     string        // the bench guest
 	Tinyvmm string        // the tinyvmm binary
@@ -130,6 +131,11 @@ func (o Options) experiments(r *runner) []experiment {
 		args := []string{"--tx-weight-pkts", strconv.Itoa(w)}
 		exps = append(exps, experiment{fmt.Sprintf("weight%d", w), "tx weight " + weightName(w), "us", []System{SysTinyvmm},
 			func(s System) Sample { return r.ping(s, true, args) }})
+	}
+	for _, p := range o.Polls {
+		args := []string{"--poll-us", strconv.Itoa(p)}
+		exps = append(exps, experiment{fmt.Sprintf("poll%d", p), fmt.Sprintf("tx 64 B, poll-us=%d", p), "pps", []System{SysTinyvmm},
+			func(s System) Sample { return r.tx(s, 64, 1, args) }})
 	}
 	return exps
 }

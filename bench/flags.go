@@ -29,6 +29,7 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (bench/nested.sh: L1's no-io-uring.so)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
 	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
+	polls := fs.String("polls", intlist.Format(o.Polls), "tx poll sweep: tinyvmm --poll-us values for a 64 B tx flood (0 = off; empty: none)")
 	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
 	if err := cliflag.Parse(fs, "bench e2e", args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "Usage: tinyvmm bench e2e [flags]\n\nFlags:")
@@ -50,6 +51,9 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.Weights, err = intlist.Parse(*weights); err != nil {
 		return cliflag.Usagef("bench e2e: --weights: %v", err)
+	}
+	if o.Polls, err = intlist.Parse(*polls); err != nil {
+		return cliflag.Usagef("bench e2e: --polls: %v", err)
 	}
 	_, err = RunE2E(o)
 	return err

@@ -252,6 +252,22 @@ func (r *Report) printTable(w io.Writer) {
 	}
 	tw.Flush()
 
+	if r.hasPrefix("poll") {
+		fmt.Fprintf(w, "\ntx poll sweep: tinyvmm tx pps at 64 B vs --poll-us (0: off), with its exits and kicks per frame\n")
+		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "poll-us	tx pps	exits/frame	kicks/frame	")
+		for _, e := range r.exps {
+			if !strings.HasPrefix(e.Key, "poll") {
+				continue
+			}
+			pps, _, _ := r.value(e.Key, SysTinyvmm, "")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "poll"), pps,
+				r.perFrame(e.Key, SysTinyvmm, func(c *Cell) *float64 { return c.ExitsPerFrame }),
+				r.perFrame(e.Key, SysTinyvmm, func(c *Cell) *float64 { return c.KicksPerFrame }))
+		}
+		tw.Flush()
+	}
+
 	fmt.Fprintf(w, "\nseed 002: ping under the guest's tx flood vs tinyvmm --tx-weight-pkts\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "weight\tmin us\tavg us\tp99 us\tmax us\ttx pps\tlost\t")
@@ -303,6 +319,16 @@ func (r *Report) printPerFrame(w io.Writer) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// hasPrefix says whether an experiment's key starts with prefix.
+func (r *Report) hasPrefix(prefix string) bool {
+	for _, e := range r.exps {
+		if strings.HasPrefix(e.Key, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) perFrame(metric string, s System, get func(*Cell) *float64) string {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -102,3 +103,32 @@ func TestTableShowsSkippedFailedAndPartial(t *testing.T) {
 		t.Errorf("write: %v", err)
 	}
 }
+
+// The tx poll sweep gets its own table: pps, exits and kicks per frame per
+// --poll-us value.
+func TestTablePollSweep(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights, o.Polls = nil, nil, []int{0, 200}
+	host := kvm.Host{Usable: true}
+	st := detectSystems(o, host)
+	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	rep := newReport(o, host, st)
+	exps := o.experiments(&runner{})
+	rep.plan(exps)
+	for _, e := range exps {
+		if e.Key == "poll200" {
+			for _, v := range []float64{4000, 5000, 6000} {
+				rep.add(e, SysTinyvmm, Sample{Value: v, Detail: map[string]float64{"exits_per_frame": 0.05, "kicks_per_frame": 0.01}})
+			}
+		}
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	if !strings.Contains(text, "tx poll sweep") || !regexpMatch(`(?m)^\s*200\s+5,000\s+0\.050\s+0\.010\s*$`, text) {
+		t.Errorf("no poll row for 200 with 5,000 pps, 0.050 exits and 0.010 kicks per frame:\n%s", text)
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
