@@ -67,6 +67,9 @@ func (w *worker) handleTx() (requeue bool) {
 		// ring, leave kicks off and look again after TxPollUs; a look
 		// that finds the ring idle turns kicks back on, so an idle ring
 		// costs one look and the thread never spins.
+		if w.txPolling && w.polling && pkts == 0 {
+			return false // a late kick for chains a look took: the look due decides
+		}
 		thrRun := pkts >= thr || (w.txPolling && pkts > 0)
 		if w.tuning.TxPollUs > 0 && thrRun {
 			w.txPolling = true

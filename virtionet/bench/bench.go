@@ -27,7 +27,10 @@ type Options struct {
 	ThresholdRun time.Duration // seed 000 time per run (0.2 s)
 	BackendRun   time.Duration // backend mechanism time per run (0.5 s)
 
-	Only string // "002", "004", "000" or "backend" to run one table; "" runs all
+	Polls   []int         // tx poll mode: --poll-us values (0 is off)
+	PollRun time.Duration // poll sweep time per run (0.5 s)
+
+	Only string // "002", "004", "000", "poll" or "backend" to run one table; "" runs all
 
 	JSON string // results file ("" for none)
 	Plot string // PNG file ("" for none)
@@ -41,6 +44,7 @@ type Results struct {
 	Seed002 []LatencyRow   `json:"seed002_weight_latency,omitempty"`
 	Seed004 []BatchRow     `json:"seed004_rx_batch,omitempty"`
 	Seed000 []ThresholdRow `json:"seed000_notify_threshold,omitempty"`
+	Poll    []PollRow      `json:"tx_poll,omitempty"`
 	Backend []BackendRow   `json:"backend_mechanisms,omitempty"`
 	DevMech []DevMechRow   `json:"device_mechanisms,omitempty"`
 	Failed  []string       `json:"failed_runs,omitempty"`
@@ -70,6 +74,12 @@ func (o *Options) defaults() {
 	}
 	if o.ThresholdRun <= 0 {
 		o.ThresholdRun = 200 * time.Millisecond
+	}
+	if o.Polls == nil {
+		o.Polls = []int{0, 20, 50, 100, 200, 500}
+	}
+	if o.PollRun <= 0 {
+		o.PollRun = 500 * time.Millisecond
 	}
 	if o.BackendRun <= 0 {
 		o.BackendRun = 500 * time.Millisecond
@@ -172,6 +182,26 @@ func Run(o Options) (*Results, error) {
 				NsPerFrame: median(runs[i], func(t ThresholdRow) float64 { return t.NsPerFrame })})
 		}
 		printSeed000(o, r.Seed000)
+	}
+	if o.Only == "" || o.Only == "poll" {
+		runs := make([][]PollRow, len(o.Polls))
+		for run := 0; run < o.Runs; run++ {
+			for i, us := range o.Polls {
+				row, err := pollRun(us, o.PollRun)
+				if err != nil {
+					fail(fmt.Sprintf("tx poll %d us run %d", us, run+1), err)
+					continue
+				}
+				runs[i] = append(runs[i], row)
+			}
+		}
+		for i, us := range o.Polls {
+			r.Poll = append(r.Poll, PollRow{PollUs: us,
+				PPS:           median(runs[i], func(p PollRow) float64 { return p.PPS }),
+				NsPerFrame:    median(runs[i], func(p PollRow) float64 { return p.NsPerFrame }),
+				KicksPerFrame: median(runs[i], func(p PollRow) float64 { return p.KicksPerFrame })})
+		}
+		printPoll(o, r.Poll)
 	}
 	if o.Only == "" || o.Only == "backend" {
 		runs := make([][]BackendRow, len(mechanisms))

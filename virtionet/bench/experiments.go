@@ -51,6 +51,28 @@ type ThresholdRow struct {
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
 }
 
+// PollRow is one row of the tx poll table: a 64-byte tx flood at one
+// --poll-us (0: off, a kick every NotifyThreshold chains during bursts).
+type PollRow struct {
+	PollUs        int     `json:"poll_us"`
+	PPS           float64 `json:"tx_pps"`
+	NsPerFrame    float64 `json:"worker_cpu_ns_per_frame"`
+	KicksPerFrame float64 `json:"kicks_per_frame"`
+}
+
+// pollRun measures tx frames/s and the guest's kicks per frame in tx poll
+// mode: kicks are what cost a VM exit each on a real KVM.
+func pollRun(us int, d time.Duration) (PollRow, error) {
+	tun := virtionet.DefaultTuning()
+	tun.TxPollUs = us
+	m, err := txRate("", tun, 0, otherMAC, 64, d)
+	row := PollRow{PollUs: us, PPS: m.pps, NsPerFrame: m.nsPerFrame}
+	if m.queue.Frames > 0 {
+		row.KicksPerFrame = float64(m.queue.Kicks) / float64(m.queue.Frames)
+	}
+	return row, err
+}
+
 // seed002 measures one weight: the guest floods, a host-side UDP pinger
 // sends a request every interval to the guest's echo port and times the
 // answer.
@@ -175,6 +197,7 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 	q := s1.Queues[qi]
 	q.Frames -= s0.Queues[qi].Frames
 	q.Syscalls -= s0.Queues[qi].Syscalls
+	q.Kicks -= s0.Queues[qi].Kicks
 	for k, v := range s0.Queues[qi].Batches {
 		q.Batches[k] -= v
 	}

@@ -97,3 +97,12 @@ func printBackends(o Options, rows []BackendRow) {
 	}
 	fmt.Fprintln(o.Out)
 }
+
+func printPoll(o Options, rows []PollRow) {
+	fmt.Fprintf(o.Out, "\nTx poll mode: a 64-byte tx flood by --poll-us (0: off; %v per run). Kicks are\n", o.PollRun)
+	fmt.Fprintf(o.Out, "what costs an exit each on a real KVM; ns = worker thread CPU per frame.\n\n")
+	fmt.Fprintf(o.Out, "%8s %10s %8s %12s\n", "poll-us", "PPS", "ns", "kicks/frame")
+	for _, r := range rows {
+		fmt.Fprintf(o.Out, "%8d %10.0f %8.0f %12.4f\n", r.PollUs, r.PPS, r.NsPerFrame, r.KicksPerFrame)
+	}
+}
