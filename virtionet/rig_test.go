@@ -37,6 +37,9 @@ type rigOptions struct {
 	backend   Backend // instead of the socketpair (which is still made)
 	io        string  // one of rigIOs; "" is sendmmsg
 	mem       int     // guest memory in bytes; 0 means 8 MiB
+	pcap      string  // Config.Pcap
+	rxLimit   RateLimit
+	txLimit   RateLimit
 }
 
 // rigIOs are the frame-I/O mechanisms a rig can run (rigOptions.io):
@@ -98,7 +101,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.backend != nil {
 		b = o.backend
 	}
-	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf}, b)
+	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
+		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
