@@ -2,6 +2,8 @@ package virtionet_test
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,13 +26,17 @@ type flood struct {
 
 const floodFrame = 1000 // bytes, vnet header not counted
 
-func newFlood(t *testing.T, tx, rx virtionet.RateLimit) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
+func newFlood(t testing.TB, tx, rx virtionet.RateLimit) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
+	return newFloodConfig(t, virtionet.Config{Tap: "rate0", Tuning: virtionet.DefaultTuning(), TxLimit: tx, RxLimit: rx})
+}
+
+func newFloodConfig(t testing.TB, cfg virtionet.Config) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
 	t.Helper()
 	sp, err := virtionet.NewSocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := virtionet.NewWithBackend(virtionet.Config{Tap: "rate0", Tuning: virtionet.DefaultTuning(), TxLimit: tx, RxLimit: rx}, sp)
+	dev, err := virtionet.NewWithBackend(cfg, sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,5 +175,40 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 	}
 	if got := float64(b.tx-a.tx) / floodFrame / secs; got < 15 || got > 25 {
 		t.Errorf("tx moved %.1f frames/s, want 20", got)
+	}
+}
+
+// BenchmarkCapture: the cost of pcap=FILE to the worker, both directions
+// flooded with 1000-byte frames through the socketpair, capture off and on.
+//
+//	go test -run '^$' -bench Capture -benchtime 3x ./virtionet/
+func BenchmarkCapture(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprint("pcap=", on), func(b *testing.B) {
+			cfg := virtionet.Config{Tap: "cap0", Tuning: virtionet.DefaultTuning()}
+			if on {
+				cfg.Pcap = filepath.Join(b.TempDir(), "net.pcap")
+			}
+			var frames, cpu, captured, lost uint64
+			var secs float64
+			for range b.N {
+				f, g, sp := newFloodConfig(b, cfg)
+				start := time.Now()
+				f.run(g, sp, time.Second)
+				st := f.dev.Stats()
+				secs += time.Since(start).Seconds()
+				cpu += st.WorkerCPUNs
+				for _, q := range st.Queues {
+					frames += q.Frames
+					captured += q.Captured
+					lost += q.CaptureDrops
+				}
+			}
+			b.ReportMetric(float64(frames)/secs, "frames/s")
+			b.ReportMetric(float64(cpu)/float64(frames), "worker-ns/frame")
+			if on {
+				b.ReportMetric(float64(lost)/float64(captured+lost)*100, "%-not-captured")
+			}
+		})
 	}
 }
