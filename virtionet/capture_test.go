@@ -234,7 +234,11 @@ func TestCaptureWriterBehindDropsNotStalls(t *testing.T) {
 		buf := make([]byte, 8192)
 		fds := []unix.PollFd{{Fd: int32(r.sp.Peer), Events: unix.POLLIN}}
 		for read.Load() < n {
-			if k, _ := unix.Poll(fds, 2000); k <= 0 {
+			k, err := unix.Poll(fds, 2000)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if k <= 0 {
 				return
 			}
 			if k, err := unix.Read(r.sp.Peer, buf); err == nil && k == len(frame) {

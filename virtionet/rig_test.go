@@ -2,6 +2,7 @@ package virtionet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -177,10 +178,14 @@ func (r *rig) peerRead() []byte {
 	r.t.Helper()
 	buf := make([]byte, 70000)
 	fds := []unix.PollFd{{Fd: int32(r.sp.Peer), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 1000); err != nil || n == 0 {
+	n, err := unix.Poll(fds, 1000)
+	for errors.Is(err, unix.EINTR) { // the Go runtime's preemption signal
+		n, err = unix.Poll(fds, 1000)
+	}
+	if err != nil || n == 0 {
 		r.t.Fatalf("no frame from the device (poll: %v)", err)
 	}
-	n, err := unix.Read(r.sp.Peer, buf)
+	n, err = unix.Read(r.sp.Peer, buf)
 	if err != nil {
 		r.t.Fatalf("peer read: %v", err)
 	}
