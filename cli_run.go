@@ -52,7 +52,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.Var(sizeValue{&f.cfg.MemBytes}, "mem", "guest memory `SIZE`, like 256M or 1G (a plain number is MiB)")
 	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
 	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
-	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev]`, or on a host interface with af_packet=IFNAME (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call")
+	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,pcap=FILE][,rx-rate=...][,tx-rate=...][,rx-pps=...][,tx-pps=...]`, or on a host interface with af_packet=IFNAME (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call; pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
 	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")

@@ -59,8 +59,11 @@ func formatSize(n uint64) string {
 }
 
 // netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev]
+// [,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...]
 // (or af_packet=IFNAME instead of tap=NAME: join a host interface).
 type netsValue struct{ nets *[]vmm.NetConfig }
+
+const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...]"
 
 func (v netsValue) String() string { return "" }
 
@@ -69,7 +72,7 @@ func (v netsValue) Set(s string) error {
 	for _, kv := range strings.Split(s, ",") {
 		key, val, ok := strings.Cut(kv, "=")
 		if !ok || val == "" {
-			return fmt.Errorf("--net %q: expected tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev]", s)
+			return fmt.Errorf("--net %q: expected %s", s, netUsage)
 		}
 		switch key {
 		case "tap":
@@ -96,8 +99,18 @@ func (v netsValue) Set(s string) error {
 				return fmt.Errorf("--net io=%q: use writev (one system call per frame) or uring", val)
 			}
 			n.IO = val
+		case "pcap":
+			n.Pcap = val
+		case "rx-rate", "tx-rate", "rx-pps", "tx-pps":
+			b, err := virtionet.ParseBucket(val)
+			if err != nil {
+				return fmt.Errorf("--net %s: %v", key, err)
+			}
+			l := map[string]*virtionet.Bucket{"rx-rate": &n.RxLimit.Bytes, "tx-rate": &n.TxLimit.Bytes,
+				"rx-pps": &n.RxLimit.Frames, "tx-pps": &n.TxLimit.Frames}
+			*l[key] = b
 		default:
-			return fmt.Errorf("--net: unknown key %q; expected tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev]", key)
+			return fmt.Errorf("--net: unknown key %q; expected %s", key, netUsage)
 		}
 	}
 	if (n.Tap == "") == (n.AFPacket == "") {

@@ -56,3 +56,30 @@ func TestValidateNetConfig(t *testing.T) {
 		}
 	}
 }
+
+// --net ...,pcap= and the rate limits reach the device's Config; a bad
+// rate is one line naming its key.
+func TestNetCaptureAndRateOptions(t *testing.T) {
+	var nets []vmm.NetConfig
+	err := netsValue{&nets}.Set("tap=t0,pcap=/tmp/x.pcap,rx-rate=10M/s:64Ki,tx-rate=1G,rx-pps=1000,tx-pps=5k:50")
+	if err != nil || len(nets) != 1 {
+		t.Fatalf("%+v, %v", nets, err)
+	}
+	c := nets[0].Config
+	want := virtionet.Config{Tap: "t0", IO: virtionet.IOUring, Pcap: "/tmp/x.pcap",
+		RxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 10e6, Burst: 64 << 10}, Frames: virtionet.Bucket{Rate: 1000}},
+		TxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 1e9}, Frames: virtionet.Bucket{Rate: 5000, Burst: 50}}}
+	if c.Pcap != want.Pcap || c.RxLimit != want.RxLimit || c.TxLimit != want.TxLimit {
+		t.Errorf("got pcap %q rx %+v tx %+v; want %q %+v %+v", c.Pcap, c.RxLimit, c.TxLimit, want.Pcap, want.RxLimit, want.TxLimit)
+	}
+	for arg, msg := range map[string]string{
+		"tap=t0,rx-rate=fast":   "--net rx-rate: rate",
+		"tap=t0,tx-pps=10:zero": "--net tx-pps: burst",
+		"tap=t0,pcap=":          "expected tap=NAME",
+	} {
+		err := netsValue{&nets}.Set(arg)
+		if err == nil || !strings.Contains(err.Error(), msg) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--net %s: error %v, want one line with %q", arg, err, msg)
+		}
+	}
+}

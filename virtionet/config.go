@@ -53,6 +53,12 @@ type Config struct {
 	// QueueSize is the maximum size of each virtqueue; 0 means 256.
 	QueueSize uint16
 	Tuning
+	// Pcap, when set, is a file that gets every frame, both directions,
+	// as pcap (--net ...,pcap=FILE); see capture.go.
+	Pcap string
+	// RxLimit and TxLimit are token-bucket rate limits per direction
+	// (--net ...,rx-rate=,tx-rate=,rx-pps=,tx-pps=); see ratelimit.go.
+	RxLimit, TxLimit RateLimit
 	// Trace, when set, gets one compact line per datapath event.
 	Trace io.Writer
 	// Log gets one-line notices ("created tap0"); nil discards them.
@@ -124,6 +130,14 @@ func (c Config) normalized() (Config, error) {
 	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.TxPollUs, t.RxIrqGapUs} {
 		if v < 0 {
 			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Tap)
+		}
+	}
+	for _, b := range []struct {
+		what string
+		b    Bucket
+	}{{"rx-rate", c.RxLimit.Bytes}, {"rx-pps", c.RxLimit.Frames}, {"tx-rate", c.TxLimit.Bytes}, {"tx-pps", c.TxLimit.Frames}} {
+		if err := b.b.validate(b.what); err != nil {
+			return c, fmt.Errorf("net %s: %v", c.Tap, err)
 		}
 	}
 	switch c.IO {

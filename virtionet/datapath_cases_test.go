@@ -40,6 +40,11 @@ var datapathCases = []struct {
 	{"RxHeldFrameWaitsForOneMoreKick", testRxHeldFrameWaitsForOneMoreKick},
 	{"RxFrameLargerThanMTUIsDropped", testRxFrameLargerThanMTUIsDropped},
 	{"TxLongChainWithWritableTailIsDropped", testTxLongChainWithWritableTailIsDropped},
+	{"TxFrameRateLimit", testTxFrameRateLimit},
+	{"TxByteRateLimit", testTxByteRateLimit},
+	{"RxThrottledDoesNotReadBackend", testRxThrottledDoesNotReadBackend},
+	{"ThrottledReset", testThrottledReset},
+	{"CaptureBothDirections", testCaptureBothDirections},
 }
 
 // TestDatapath runs every datapath case with one writev or readv per

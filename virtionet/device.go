@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"tinyvmm/devices"
 	"tinyvmm/internal/uring"
@@ -37,6 +38,9 @@ type Device struct {
 	// ring is the io_uring of IO=uring, nil otherwise or when it failed.
 	// Only the running worker uses it; Close closes it after Reset.
 	ring *uring.Ring
+
+	capture *capture    // Config.Pcap; nil when off
+	limits  [2]*limiter // rx, tx rate limits; nil when off
 
 	workerTid      atomic.Int32  // the worker's OS thread while it runs
 	workerCPUStart atomic.Uint64 // that thread's CPU time when the worker started
@@ -99,6 +103,14 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 		backend:  b,
 		features: offeredFeatures(b.Offloads()),
 		config:   configSpace(cfg.MAC, cfg.MTU),
+	}
+	now := time.Now()
+	d.limits = [2]*limiter{newLimiter(cfg.RxLimit, now), newLimiter(cfg.TxLimit, now)}
+	if cfg.Pcap != "" {
+		if d.capture, err = openCapture(cfg.Pcap, cfg.Log); err != nil {
+			return nil, fmt.Errorf("net %s: %v", cfg.Tap, err)
+		}
+		cfg.Log("net %s: capturing every frame to %s", cfg.Tap, cfg.Pcap)
 	}
 	if cfg.IO == IOUring {
 		d.openRing()
@@ -221,7 +233,13 @@ func (d *Device) Close() error {
 		d.ring = nil
 	}
 	d.mu.Unlock()
-	return d.backend.Close()
+	err := d.backend.Close()
+	if d.capture != nil {
+		if cerr := d.capture.close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // Stats returns the device's counters; safe while the worker runs.

@@ -2,6 +2,7 @@ package virtionet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -37,6 +38,9 @@ type rigOptions struct {
 	backend   Backend // instead of the socketpair (which is still made)
 	io        string  // one of rigIOs; "" is sendmmsg
 	mem       int     // guest memory in bytes; 0 means 8 MiB
+	pcap      string  // Config.Pcap
+	rxLimit   RateLimit
+	txLimit   RateLimit
 }
 
 // rigIOs are the frame-I/O mechanisms a rig can run (rigOptions.io):
@@ -98,7 +102,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.backend != nil {
 		b = o.backend
 	}
-	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf}, b)
+	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
+		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +178,14 @@ func (r *rig) peerRead() []byte {
 	r.t.Helper()
 	buf := make([]byte, 70000)
 	fds := []unix.PollFd{{Fd: int32(r.sp.Peer), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 1000); err != nil || n == 0 {
+	n, err := unix.Poll(fds, 1000)
+	for errors.Is(err, unix.EINTR) { // the Go runtime's preemption signal
+		n, err = unix.Poll(fds, 1000)
+	}
+	if err != nil || n == 0 {
 		r.t.Fatalf("no frame from the device (poll: %v)", err)
 	}
-	n, err := unix.Read(r.sp.Peer, buf)
+	n, err = unix.Read(r.sp.Peer, buf)
 	if err != nil {
 		r.t.Fatalf("peer read: %v", err)
 	}

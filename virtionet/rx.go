@@ -26,6 +26,9 @@ func (w *worker) handleRx() (requeue bool) {
 	q.DisableNotify()
 	pkts, bytes := 0, 0
 	for !w.stopping.Load() {
+		if w.rxThrottled() {
+			return false
+		}
 		switch w.rxBatch(&pkts, &bytes) {
 		case rxBatchFull:
 		case rxBudget:
@@ -67,6 +70,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 	if wp := w.tuning.RxWeightPkts; wp > 0 {
 		limit = max(min(limit, wp-*pkts), 1)
 	}
+	limit = w.rxRateLimit(limit)
 	frames, res := 0, rxBatchFull
 	whole, err := w.popWhole(limit)
 	switch {
@@ -264,6 +268,7 @@ func (w *worker) frameFits(got, capacity int) bool {
 // back to the guest and counts the frame.
 func (w *worker) deliver(got int, bytes, frames *int) {
 	c := &w.d.counters[rxQueue]
+	w.rxFrameDone(got)
 	w.completeChains(got)
 	*frames++
 	*bytes += got - w.hdrLen

@@ -44,6 +44,8 @@ type queueCounters struct {
 	budgetPktHits, budgetByteHits    atomic.Uint64
 	noBuffers                        atomic.Uint64
 	syscalls                         atomic.Uint64 // readv, writev, recvmmsg, sendmmsg, io_uring_enter
+	throttles                        atomic.Uint64 // the rate limiter parked the queue
+	captured, captureDrops           atomic.Uint64 // frames written to the pcap, and not (no block free)
 	drops                            [numDropReasons]atomic.Uint64
 	batches                          [batchBuckets]atomic.Uint64
 }
@@ -77,6 +79,13 @@ type QueueStats struct {
 	// Syscalls counts the system calls that moved this queue's frames
 	// (readv, writev, recvmmsg, sendmmsg, io_uring_enter).
 	Syscalls uint64 `json:"syscalls,omitempty"`
+	// Throttled counts the times the rate limiter parked the queue until
+	// its buckets refilled.
+	Throttled uint64 `json:"throttled,omitempty"`
+	// Captured counts frames written to the pcap; CaptureDrops those that
+	// were not, because the writer was behind.
+	Captured     uint64 `json:"captured,omitempty"`
+	CaptureDrops uint64 `json:"capture_drops,omitempty"`
 }
 
 // Stats is a snapshot of the device's counters; it marshals to JSON.
@@ -106,6 +115,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
 		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
 		NoBuffers: c.noBuffers.Load(), Syscalls: c.syscalls.Load(),
+		Throttled: c.throttles.Load(), Captured: c.captured.Load(), CaptureDrops: c.captureDrops.Load(),
 	}
 	for r := range c.drops {
 		if n := c.drops[r].Load(); n > 0 {
@@ -138,6 +148,12 @@ func (s Stats) String() string {
 		}
 		if q.Syscalls > 0 {
 			fmt.Fprintf(&b, ", %.1f frames per system call", float64(q.Frames)/float64(q.Syscalls))
+		}
+		if q.Throttled > 0 {
+			fmt.Fprintf(&b, ", throttled %d times", q.Throttled)
+		}
+		if q.Captured+q.CaptureDrops > 0 {
+			fmt.Fprintf(&b, ", captured %d (%d not: writer behind)", q.Captured, q.CaptureDrops)
 		}
 		b.WriteString("\n")
 		for _, r := range sortedKeys(q.Drops) {

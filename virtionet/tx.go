@@ -42,6 +42,10 @@ func (w *worker) handleTx() (requeue bool) {
 		if wb := w.tuning.TxWeightBytes; wb > 0 {
 			byteRoom = wb - bytes
 		}
+		if limit, byteRoom = w.rateRoom(txQueue, limit, byteRoom); limit == 0 {
+			publish() // throttled: kicks stay off until the timer
+			return false
+		}
 		k, b, empty, err := w.txGroup(limit, byteRoom)
 		pkts, bytes, unpublished = pkts+k, bytes+b, unpublished+k
 		if unpublished >= thr {
@@ -234,6 +238,7 @@ func (w *worker) flushTx() int {
 				c.frames.Add(1)
 				c.bytes.Add(uint64(l))
 				sent += l
+				w.frameDone(txQueue, g.frames[f], l)
 			}
 			f++
 		}

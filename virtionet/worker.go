@@ -59,6 +59,12 @@ type worker struct {
 	bounce    []byte       // rx: a frame read before its chains are known
 	bounceIov []unix.Iovec
 	held      int // rx: the bounce buffer holds a frame of this length, waiting for buffers
+
+	// The rate limiter (ratelimit.go): a throttled queue is not run until
+	// throttleFd fires at its throttleAt.
+	throttleFd int
+	throttled  [2]bool
+	throttleAt [2]time.Time
 }
 
 func newWorker(d *Device, a devices.Activation) (*worker, error) {
@@ -108,7 +114,7 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 // until the guest has rx buffers), the stop eventfd and the poll timer.
 func (w *worker) openPoll() error {
 	var err error
-	w.epfd, w.stopfd, w.timerfd, w.irqTimer = -1, -1, -1, -1
+	w.epfd, w.stopfd, w.timerfd, w.irqTimer, w.throttleFd = -1, -1, -1, -1, -1
 	if w.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
 		return fmt.Errorf("epoll: %v", err)
 	}
@@ -133,11 +139,11 @@ func (w *worker) openPoll() error {
 			return fmt.Errorf("epoll add fd %d: %v", p.fd, err)
 		}
 	}
-	return nil
+	return w.openThrottle()
 }
 
 func (w *worker) closePoll() {
-	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd, w.irqTimer} {
+	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd, w.irqTimer, w.throttleFd} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -179,6 +185,8 @@ func (w *worker) run() {
 		timeout := -1
 		if w.npending > 0 {
 			timeout = 0
+		} else if w.d.capture != nil {
+			w.d.capture.flush() // about to sleep: let the writer have the frames
 		}
 		n, err := unix.EpollWait(w.epfd, events[:], timeout)
 		if errors.Is(err, unix.EINTR) {
@@ -202,6 +210,8 @@ func (w *worker) run() {
 				drainFd(w.timerfd)
 				w.polling = false
 				w.enqueue(txQueue)
+			case w.throttleFd:
+				w.onThrottleTimer()
 			case w.irqTimer:
 				drainFd(w.irqTimer)
 				if w.rxIrqHeld {
@@ -237,9 +247,10 @@ func (w *worker) onKick(qi int) {
 	w.enqueue(qi)
 }
 
-// enqueue schedules a queue's handler once; a broken queue gets no work.
+// enqueue schedules a queue's handler once; a broken queue gets no work,
+// nor a throttled one until its timer fires.
 func (w *worker) enqueue(qi int) {
-	if w.broken[qi] {
+	if w.broken[qi] || w.throttled[qi] {
 		return
 	}
 	for i := 0; i < w.npending; i++ {

@@ -1,0 +1,223 @@
+package virtionet
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBucket(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Bucket
+		err  string
+	}{
+		{"1000", Bucket{Rate: 1000}, ""},
+		{"10M/s", Bucket{Rate: 10_000_000}, ""},
+		{"10M/s:64Ki", Bucket{Rate: 10_000_000, Burst: 64 << 10}, ""},
+		{"2Gi:1k", Bucket{Rate: 2 << 30, Burst: 1000}, ""},
+		{"5000:10", Bucket{Rate: 5000, Burst: 10}, ""},
+		{"0", Bucket{}, "not a positive number"},
+		{"", Bucket{}, "not a positive number"},
+		{"-5", Bucket{}, "not a positive number"},
+		{"10X", Bucket{}, "not a positive number"},
+		{"10M/s:", Bucket{}, "burst"},
+		{"10M/s:0", Bucket{}, "burst"},
+		{"99999999999G", Bucket{}, "not a positive number"},
+	} {
+		got, err := ParseBucket(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("ParseBucket(%q) = %+v, %v; want one line with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseBucket(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestConfigRejectsBadBuckets(t *testing.T) {
+	for _, c := range []Config{
+		{Tap: "t0", RxLimit: RateLimit{Bytes: Bucket{Burst: 10}}},
+		{Tap: "t0", TxLimit: RateLimit{Frames: Bucket{Rate: maxRate + 1}}},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// The bucket refills at its rate up to its size, goes into debt for a
+// frame that is larger than what is left, and says how long to wait.
+func TestBucketArithmetic(t *testing.T) {
+	t0 := time.Now()
+	l := newLimiter(RateLimit{Bytes: Bucket{Rate: 1000, Burst: 500}, Frames: Bucket{Rate: 10, Burst: 2}}, t0)
+	f, b, _ := l.room(t0)
+	if f != 2 || b != 500 {
+		t.Fatalf("a new limiter has room %d frames, %d bytes; want a full bucket (2, 500)", f, b)
+	}
+	l.charge(400)
+	l.charge(400) // 100 bytes were left: 300 bytes of debt
+	f, b, wait := l.room(t0)
+	if f != 0 || b != 0 {
+		t.Fatalf("room %d frames, %d bytes after using both; want none", f, b)
+	}
+	// Bytes: 300 of debt, then 1 ms worth (1 byte) -> 301 ms; frames: 1 -> 100 ms.
+	if wait < 300*time.Millisecond || wait > 302*time.Millisecond {
+		t.Errorf("wait %v, want ~301ms (the byte debt)", wait)
+	}
+	f, b, _ = l.room(t0.Add(400 * time.Millisecond))
+	if f != 2 || b != 100 {
+		t.Errorf("after 400 ms: room %d frames, %d bytes; want 2 (full) and 100", f, b)
+	}
+	f, b, _ = l.room(t0.Add(10 * time.Second))
+	if f != 2 || b != 500 {
+		t.Errorf("after 10 s: room %d frames, %d bytes; want the sizes 2 and 500", f, b)
+	}
+	// A default burst is a tenth of a second, and at least one token.
+	if nb := newBucket(Bucket{Rate: 5}, t0); nb.size != 1 {
+		t.Errorf("default size at 5/s: %v, want 1", nb.size)
+	}
+	if nb := newBucket(Bucket{Rate: 1e6}, t0); nb.size != 1e5 {
+		t.Errorf("default size at 1e6/s: %v, want 1e5", nb.size)
+	}
+	if newLimiter(RateLimit{}, t0) != nil {
+		t.Error("a zero RateLimit made a limiter")
+	}
+}
+
+// collectPeer reads n frames from the backend's peer and returns them with
+// the time each arrived.
+func (r *rig) collectPeer(n int) (frames [][]byte, at []time.Time) {
+	r.t.Helper()
+	for range n {
+		frames = append(frames, r.peerRead())
+		at = append(at, time.Now())
+	}
+	return frames, at
+}
+
+// tx frames beyond the ops bucket's burst go at its rate, each whole and
+// in order, and the throttling is counted.
+func testTxFrameRateLimit(t *testing.T, io string) {
+	const n, burst, rate = 16, 4, 200 // 12 frames after the burst: ~60 ms
+	r := newRig(t, rigOptions{io: io, txLimit: RateLimit{Frames: Bucket{Rate: rate, Burst: burst}}})
+	r.activate()
+	for i := range n {
+		if _, err := r.tx.AddChain([][]byte{r.txFrame(i, 100)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	r.tx.Kick()
+	frames, at := r.collectPeer(n)
+	for i, f := range frames {
+		if !bytes.Equal(f, r.txFrame(i, 100)) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	if d := at[n-1].Sub(start); d < 50*time.Millisecond {
+		t.Errorf("%d frames at %d/s with a burst of %d took %v; want at least ~60ms", n, rate, burst, d)
+	}
+	if d := at[burst-1].Sub(start); d > 40*time.Millisecond {
+		t.Errorf("the burst took %v; want it at once", d)
+	}
+	r.waitUsed(r.tx, n, nil)
+	if s := r.stats(txQueue); s.Throttled == 0 || s.Frames != n {
+		t.Errorf("tx stats %+v: want %d frames and throttle events", s, n)
+	}
+	if c := r.trace.count("tx throttled"); c == 0 {
+		t.Errorf("no throttle in the trace")
+	}
+}
+
+// The bandwidth bucket: frames larger than what is left go into debt, so
+// over the run the bytes go at the rate.
+func testTxByteRateLimit(t *testing.T, io string) {
+	const n, size, rate, burst = 12, 1000, 100_000, 1000 // 11 KB after the burst: ~110 ms
+	r := newRig(t, rigOptions{io: io, txLimit: RateLimit{Bytes: Bucket{Rate: rate, Burst: burst}}})
+	r.activate()
+	for i := range n {
+		if _, err := r.tx.AddChain([][]byte{r.txFrame(i, size)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	r.tx.Kick()
+	frames, at := r.collectPeer(n)
+	for i, f := range frames {
+		if !bytes.Equal(f, r.txFrame(i, size)) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	if d := at[n-1].Sub(start); d < 95*time.Millisecond {
+		t.Errorf("%d bytes at %d B/s with a burst of %d took %v; want at least ~110ms", n*size, rate, burst, d)
+	}
+	if s := r.stats(txQueue); s.Throttled == 0 {
+		t.Errorf("tx stats %+v: no throttle events", s)
+	}
+}
+
+// While rx is throttled the worker does not read the backend: at every
+// moment the guest has no more frames than the bucket allowed, and the
+// rest are still waiting in the backend, delivered later, in order.
+func testRxThrottledDoesNotReadBackend(t *testing.T, io string) {
+	const n, burst, rate = 10, 2, 50
+	r := newRig(t, rigOptions{io: io, rxLimit: RateLimit{Frames: Bucket{Rate: rate, Burst: burst}}})
+	r.rx.AddRxBuffers(64, 2048)
+	r.activate()
+	r.rx.Kick()
+	start := time.Now()
+	for i := range n {
+		r.peerWrite(r.txFrame(i, 200))
+	}
+	var got [][]byte
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < n && time.Now().Before(deadline) {
+		for _, u := range r.rx.Used() {
+			got = append(got, r.rx.ReadBuf(u, nil))
+		}
+		allowed := burst + int(time.Since(start).Seconds()*rate) + 1
+		if len(got) > allowed {
+			t.Fatalf("%d frames delivered %v after the start; the bucket allows %d", len(got), time.Since(start), allowed)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if len(got) != n {
+		t.Fatalf("got %d frames, want %d", len(got), n)
+	}
+	for i, f := range got {
+		if !bytes.Equal(f[12:], r.txFrame(i, 200)[12:]) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	if d := time.Since(start); d < 120*time.Millisecond {
+		t.Errorf("%d frames at %d/s with a burst of %d took %v; want ~160ms", n, rate, burst, d)
+	}
+	if s := r.stats(rxQueue); s.Throttled == 0 {
+		t.Errorf("rx stats %+v: no throttle events", s)
+	}
+}
+
+// Reset of a throttled device returns at once: the worker sleeps in
+// epoll_wait, not in the limiter.
+func testThrottledReset(t *testing.T, io string) {
+	r := newRig(t, rigOptions{io: io, txLimit: RateLimit{Frames: Bucket{Rate: 1, Burst: 1}}})
+	r.activate()
+	r.tx.AddChain([][]byte{r.txFrame(0, 64)}, nil)
+	r.tx.AddChain([][]byte{r.txFrame(1, 64)}, nil)
+	r.tx.Kick()
+	r.peerRead()
+	time.Sleep(20 * time.Millisecond) // the second waits for a token a second away
+	start := time.Now()
+	r.dev.Reset()
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("Reset of a throttled device took %v", d)
+	}
+	if s := r.stats(txQueue); s.Frames != 1 || s.Throttled == 0 {
+		t.Errorf("tx stats %+v: want 1 frame and the throttle", s)
+	}
+}
