@@ -21,6 +21,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/p9"
@@ -33,6 +34,10 @@ const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 // Share is one host directory, the root of a 9P tree.
 type Share struct {
 	root *os.File // O_PATH|O_DIRECTORY
+	// rc holds the root fd for the length of each use, so Close (which a
+	// late request of an abandoned session may race) never lets the fd
+	// number be reused under a lookup.
+	rc syscall.RawConn
 }
 
 // Open opens dir as a share. dir must be an existing directory.
@@ -48,7 +53,13 @@ func Open(dir string) (*Share, error) {
 		return nil, fmt.Errorf("share %s: openat2: %w (tinyvmm needs Linux 5.6 or later to share directories safely)", dir, err)
 	}
 	unix.Close(probe)
-	return &Share{root: os.NewFile(uintptr(fd), dir)}, nil
+	root := os.NewFile(uintptr(fd), dir)
+	rc, err := root.SyscallConn()
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("share %s: %w", dir, err)
+	}
+	return &Share{root: root, rc: rc}, nil
 }
 
 // Close releases the root. Files still open keep their own fds.
@@ -74,8 +85,21 @@ var _ p9.File = (*File)(nil)
 // lookup opens rel below the root with flags (O_PATH to only name it),
 // never following a symlink: one that is the last component is opened
 // itself with O_PATH and refused otherwise (ELOOP).
-func (s *Share) lookup(rel string, flags int) (int, error) {
-	return openat2(int(s.root.Fd()), rel, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+func (s *Share) lookup(rel string, flags int) (fd int, err error) {
+	err = s.withRoot(func(root int) error {
+		fd, err = openat2(root, rel, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		return err
+	})
+	return fd, err
+}
+
+// withRoot runs fn with the root fd held open.
+func (s *Share) withRoot(fn func(root int) error) error {
+	var err error
+	if cerr := s.rc.Control(func(fd uintptr) { err = fn(int(fd)) }); cerr != nil {
+		return unix.EBADF // the share is closed
+	}
+	return err
 }
 
 func openat2(dirfd int, rel string, flags int) (int, error) {
@@ -183,7 +207,7 @@ func (f *File) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 // StatFS implements p9.File: the file system holding the share.
 func (f *File) StatFS() (p9.FSStat, error) {
 	var s unix.Statfs_t
-	if err := unix.Fstatfs(int(f.share.root.Fd()), &s); err != nil {
+	if err := f.share.withRoot(func(root int) error { return unix.Fstatfs(root, &s) }); err != nil {
 		return p9.FSStat{}, err
 	}
 	return p9.FSStat{
