@@ -7,7 +7,7 @@ GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue
+RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/...
 
 .PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 
@@ -63,6 +63,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./devices/
 	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./boot/
 	$(GO) test -run='^$$' -fuzz=FuzzDeviceRings -fuzztime=$(FUZZTIME) ./virtionet/
+	$(GO) test -run='^$$' -fuzz=FuzzRequest -fuzztime=$(FUZZTIME) ./virtio9p/
 
 # The seed experiments at device level (the Go driver plays the guest; no KVM needed).
 bench-device: build

@@ -6,12 +6,13 @@ import (
 
 	e2ebench "tinyvmm/bench"
 	bootbench "tinyvmm/bench/boot"
+	sharebench "tinyvmm/bench/share"
 	"tinyvmm/internal/cliflag"
 	devbench "tinyvmm/virtionet/bench"
 )
 
 func init() {
-	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e|boot [flags] (as root)", benchMain}
+	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e|boot|share [flags] (as root)", benchMain}
 }
 
 // benchMain dispatches to the benchmarks, which own their flags.
@@ -24,6 +25,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   the seed experiments on the net device, with a Go driver as the guest")
 		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
 		fmt.Fprintln(w, "       tinyvmm bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35")
+		fmt.Fprintln(w, "       tinyvmm bench share [flags]    read throughput of a --share file in the guest vs the same read on the host")
 		fmt.Fprintln(w, "Run 'tinyvmm bench NAME --help' for their flags.")
 		if len(args) == 0 {
 			return exitUsage
@@ -38,8 +40,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		err = e2ebench.MainE2E(args[1:], stdout, stderr)
 	case "boot":
 		err = bootbench.MainBoot(args[1:], stdout, stderr)
+	case "share":
+		err = sharebench.MainShare(args[1:], stdout, stderr)
 	default:
-		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device, e2e or boot", args[0]))
+		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device, e2e, boot or share", args[0]))
 	}
 	if cliflag.IsUsage(err) {
 		return fail(stderr, exitUsage, err)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"tinyvmm/devices"
 	"tinyvmm/internal/cliflag"
@@ -37,6 +38,8 @@ type runFlags struct {
 	cfg    vmm.Config
 	tuning virtionet.Tuning
 	trace  bool
+	// timeout stops a guest still running after it (status 124).
+	timeout time.Duration
 	// cpuprofile is a development flag, hidden from --help: tinyvmm's own
 	// Go CPU profile while the guest runs (go tool pprof -top FILE).
 	cpuprofile string
@@ -53,8 +56,10 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
 	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
 	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,pcap=FILE][,rx-rate=...][,tx-rate=...][,rx-pps=...][,tx-pps=...]`, or on a host interface with af_packet=IFNAME (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call; pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
+	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
 	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
+	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write tinyvmm's Go CPU profile to `FILE` (development; not in --help)")
 	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
@@ -91,6 +96,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return fail(stderr, exitUsage, fmt.Errorf("unexpected argument %q; put the guest command after --", fs.Arg(0)))
 	}
+	if f.timeout < 0 {
+		return fail(stderr, exitUsage, fmt.Errorf("--timeout %v is negative", f.timeout))
+	}
 	if hasCmd && len(command) == 0 {
 		return fail(stderr, exitUsage, fmt.Errorf("nothing after --; give the command for the guest to run"))
 	}
@@ -99,6 +107,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := f.cfg
 	cfg.Command = command
+	cfg.WorkDir = hostWorkDir()
 	for i := range cfg.Nets {
 		cfg.Nets[i].Tuning = f.tuning
 	}
@@ -131,7 +140,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	return boot(cfg, hasCmd, stdout, stderr)
+	return boot(cfg, hasCmd, f.timeout, stdout, stderr)
 }
 
 // resolveDefaults fills in the default guest. On PVM the default initrd
@@ -170,7 +179,7 @@ var runVM = vmm.Run
 
 // boot runs the VM with the terminal set up, and turns the outcome into
 // tinyvmm's exit status.
-func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
+func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.Writer) int {
 	cfg.Console, cfg.Log = stdout, stderr
 	restore := func() {}
 	if isTerminal(os.Stdin) {
@@ -195,6 +204,10 @@ func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	errTimeout := fmt.Errorf("guest still running after %v (--timeout); stopped it", timeout)
+	if timeout > 0 {
+		defer time.AfterFunc(timeout, func() { cancel(errTimeout) }).Stop()
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -214,6 +227,15 @@ func boot(cfg vmm.Config, hasCmd bool, stdout, stderr io.Writer) int {
 		if sig := got.Load(); sig != 0 && errors.Is(err, context.Cause(ctx)) {
 			fail(stderr, 0, context.Cause(ctx))
 			return 128 + int(sig)
+		}
+		if errors.Is(err, errTimeout) {
+			fail(stderr, 0, errTimeout)
+			return devices.StatusTimeout
+		}
+		var ge *devices.GuestError
+		if errors.As(err, &ge) {
+			fail(stderr, 0, err)
+			return ge.Status
 		}
 		if errors.Is(err, devices.ErrGuestRebooted) {
 			fail(stderr, 0, err)

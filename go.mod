@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gopacket/gopacket v1.7.7
+	github.com/hugelgupf/p9 v0.3.0
 	github.com/u-root/u-root v0.16.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5

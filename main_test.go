@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"tinyvmm/devices"
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/ptytest"
 	"tinyvmm/kvm"
@@ -380,7 +381,44 @@ func TestSignalDuringSetupKeepsTheError(t *testing.T) {
 				return 1, tc.result(ctx)
 			}
 			var stdout, stderr strings.Builder
-			if status := boot(vmm.Config{}, true, &stdout, &stderr); status != tc.status || stderr.String() != tc.want {
+			if status := boot(vmm.Config{}, true, 0, &stdout, &stderr); status != tc.status || stderr.String() != tc.want {
+				t.Errorf("status %d, stderr %q; want %d, %q", status, stderr.String(), tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// TestBootStatuses: each way a guest ends badly is its own status and one
+// line on stderr.
+func TestBootStatuses(t *testing.T) {
+	orig := runVM
+	t.Cleanup(func() { runVM = orig })
+	for _, tc := range []struct {
+		name    string
+		run     func(ctx context.Context) (int, error)
+		timeout time.Duration
+		status  int
+		want    string
+	}{
+		{"timeout", func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 1, fmt.Errorf("guest stopped: %w", context.Cause(ctx))
+		}, 50 * time.Millisecond, 124, "tinyvmm: guest still running after 50ms (--timeout); stopped it\n"},
+		{"panic", func(context.Context) (int, error) {
+			return devices.GuestStop{Reason: devices.StopPanic, Detail: "Attempted to kill init! exitcode=0x00000000"}.Result()
+		}, 0, 121, "tinyvmm: guest kernel panic: Attempted to kill init! exitcode=0x00000000\n"},
+		{"no init", func(context.Context) (int, error) {
+			return devices.GuestStop{Reason: devices.StopNoInit, Detail: "No working init found."}.Result()
+		}, 0, 122, "tinyvmm: guest kernel found no init to run: No working init found.\n"},
+		{"triple fault", func(context.Context) (int, error) {
+			return devices.GuestStop{Reason: devices.StopTripleFault, Detail: "vCPU 0, RIP 0x1000"}.Result()
+		}, 0, 123, "tinyvmm: guest triple-faulted (vCPU 0, RIP 0x1000): its kernel crashed early; check --kernel, --append and the console output above\n"},
+		{"command status passes", func(context.Context) (int, error) { return 7, nil }, time.Hour, 7, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runVM = func(ctx context.Context, cfg vmm.Config) (int, error) { return tc.run(ctx) }
+			var stdout, stderr strings.Builder
+			if status := boot(vmm.Config{}, true, tc.timeout, &stdout, &stderr); status != tc.status || stderr.String() != tc.want {
 				t.Errorf("status %d, stderr %q; want %d, %q", status, stderr.String(), tc.status, tc.want)
 			}
 		})

@@ -33,7 +33,34 @@ const (
 	StopTripleFault
 	// StopCrash: the guest reported a crash (KVM_SYSTEM_EVENT crash).
 	StopCrash
+	// StopPanic: the guest kernel panicked (its console said so, then it
+	// rebooted: tinyvmm boots Linux with panic=-1).
+	StopPanic
+	// StopNoInit: the guest kernel panicked because it found no init to
+	// run (no /init in the initramfs and no root file system, or the one
+	// given could not be executed).
+	StopNoInit
 )
+
+// Exit statuses for guests that did not end by themselves. They sit below
+// the guest init's own (125 bad command line, 126 cannot execute, 127 not
+// found) and take 124 for a timeout as timeout(1) does. A command that
+// exits with one of these itself is told apart by the line on stderr.
+const (
+	StatusPanic       = 121
+	StatusNoInit      = 122
+	StatusTripleFault = 123
+	StatusTimeout     = 124
+)
+
+// GuestError is how a guest ended badly: the status tinyvmm exits with and
+// the one line it prints.
+type GuestError struct {
+	Status int
+	Msg    string
+}
+
+func (e *GuestError) Error() string { return e.Msg }
 
 // GuestStop is how the guest ended.
 type GuestStop struct {
@@ -47,7 +74,7 @@ var ErrGuestRebooted = errors.New("guest rebooted; tinyvmm does not restart gues
 
 // Result turns a stop into tinyvmm's exit status and error: the status for
 // the exit device, 0 for a power-off or reboot (with ErrGuestRebooted so
-// the user sees why), and an error for a triple fault or crash.
+// the user sees why), and a *GuestError for a triple fault, panic or crash.
 func (s GuestStop) Result() (int, error) {
 	switch s.Reason {
 	case StopExitDevice:
@@ -57,11 +84,19 @@ func (s GuestStop) Result() (int, error) {
 	case StopReboot:
 		return 0, ErrGuestRebooted
 	case StopTripleFault:
-		return 1, fmt.Errorf("guest triple-faulted (%s): its kernel crashed early; check --kernel, --append and the console output above", s.Detail)
+		return guestError(StatusTripleFault, "guest triple-faulted (%s): its kernel crashed early; check --kernel, --append and the console output above", s.Detail)
 	case StopCrash:
-		return 1, fmt.Errorf("guest reported a crash (%s)", s.Detail)
+		return guestError(StatusPanic, "guest reported a crash (%s)", s.Detail)
+	case StopPanic:
+		return guestError(StatusPanic, "guest kernel panic: %s", s.Detail)
+	case StopNoInit:
+		return guestError(StatusNoInit, "guest kernel found no init to run: %s", s.Detail)
 	}
 	return 1, fmt.Errorf("guest stopped for an unknown reason %d", s.Reason)
+}
+
+func guestError(status int, format string, args ...any) (int, error) {
+	return status, &GuestError{Status: status, Msg: fmt.Sprintf(format, args...)}
 }
 
 // ExitDevice is the device at ExitPort. It calls stop once per write; the

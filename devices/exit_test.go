@@ -2,6 +2,7 @@ package devices
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -66,8 +67,20 @@ func TestStopResults(t *testing.T) {
 	if s, err := (GuestStop{Reason: StopPowerOff}).Result(); s != 0 || err != nil {
 		t.Errorf("power off: %d %v", s, err)
 	}
-	if s, err := (GuestStop{Reason: StopTripleFault, Detail: "vCPU 0 at RIP 0x1000"}).Result(); s != 1 || err == nil {
-		t.Errorf("triple fault: %d %v", s, err)
+	for _, c := range []struct {
+		stop   GuestStop
+		status int
+		text   string
+	}{
+		{GuestStop{Reason: StopTripleFault, Detail: "vCPU 0 at RIP 0x1000"}, StatusTripleFault, "triple-faulted"},
+		{GuestStop{Reason: StopPanic, Detail: "Attempted to kill init!"}, StatusPanic, "kernel panic: Attempted to kill init!"},
+		{GuestStop{Reason: StopNoInit, Detail: "No working init found."}, StatusNoInit, "no init to run: No working init found."},
+	} {
+		s, err := c.stop.Result()
+		var ge *GuestError
+		if s != c.status || !errors.As(err, &ge) || ge.Status != c.status || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%+v: %d %v", c.stop, s, err)
+		}
 	}
 	if _, err := (GuestStop{}).Result(); err == nil {
 		t.Error("zero stop has no error")

@@ -36,6 +36,12 @@ type Config struct {
 	CPUs     int
 
 	Nets []NetConfig
+	// Shares are host directories served to the guest over virtio-9p;
+	// the default guest's init mounts each at its GuestPath.
+	Shares []ShareConfig
+	// WorkDir is the host's working directory: when it lies inside a
+	// share, the guest runs Command in the matching guest directory.
+	WorkDir string
 	// Notify is how guest kicks reach the net device: NotifyIoeventfd
 	// (default) or NotifyExit (a vCPU exit handled in Go, for comparison).
 	Notify string
@@ -101,6 +107,9 @@ func (c *Config) check() error {
 	}
 	if c.Kernel == "" && c.KernelData == nil {
 		return fmt.Errorf("no kernel given; pass --kernel PATH")
+	}
+	if err := checkShares(c.Shares); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nets {

@@ -34,7 +34,7 @@ func (m *machine) openNets() error {
 }
 
 // attachPCI puts the PCI host bridge on ports 0xCF8-0xCFF and each net
-// device behind a virtio-pci function, its BAR in the 32-bit hole.
+// and share device behind a virtio-pci function, its BAR in the 32-bit hole.
 func (m *machine) attachPCI() error {
 	pci := devices.NewPCIBus(m.mmio)
 	if err := m.pio.Register(devices.PCIConfigAddressPort, devices.PCIConfigPorts, pci); err != nil {
@@ -44,22 +44,34 @@ func (m *machine) attachPCI() error {
 	if m.cfg.Notify == NotifyExit {
 		mode = devices.NotifyExit
 	}
-	for i, n := range m.nets {
+	type fn struct {
+		name string
+		dev  devices.VirtioDevice
+		set  func(*devices.VirtioPCI)
+	}
+	var fns []fn
+	for _, n := range m.nets {
+		fns = append(fns, fn{"net " + n.dev.Stats().Tap, n.dev, func(t *devices.VirtioPCI) { n.transport = t }})
+	}
+	for _, s := range m.shares {
+		fns = append(fns, fn{"share " + s.cfg.HostDir, s.dev, func(t *devices.VirtioPCI) { s.transport = t }})
+	}
+	for i, f := range fns {
 		bar := uint64(mmioHoleStart) + uint64(i)*devices.VirtioPCIBARSize
 		if bar+devices.VirtioPCIBARSize > mmioHoleEnd {
-			return fmt.Errorf("too many --net devices for the PCI hole")
+			return fmt.Errorf("too many --net and --share devices for the PCI hole")
 		}
-		t, err := devices.NewVirtioPCI(n.dev, m.hv, m.ram.regions, devices.VirtioPCIOptions{
+		t, err := devices.NewVirtioPCI(f.dev, m.hv, m.ram.regions, devices.VirtioPCIOptions{
 			BARAddr: bar, Notify: mode, Logf: func(format string, args ...any) { m.logf(format, args...) },
 		})
 		if err != nil {
-			return fmt.Errorf("net %s: %v", n.dev.Stats().Tap, err)
+			return fmt.Errorf("%s: %v", f.name, err)
 		}
 		m.onTeardown(t.Close)
 		if _, err := pci.Add(t.PCI()); err != nil {
 			return err
 		}
-		n.transport = t
+		f.set(t)
 	}
 	return nil
 }

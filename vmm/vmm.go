@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,8 +32,10 @@ type machine struct {
 	serial    *devices.Serial
 	serialIRQ *lineInterrupt
 	console   *firstOutputWriter
+	panics    *panicWatcher
 	input     *cancellableReader
 	nets      []*netDevice
+	shares    []*shareDevice
 
 	stop  *devices.StopOnce
 	exits exitCounts
@@ -87,6 +90,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	m.boot.step("open nets")
+	if err := m.openShares(); err != nil {
+		return 1, err
+	}
 	if err := m.openKVM(); err != nil {
 		return 1, err
 	}
@@ -152,7 +158,8 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 	if m.cfg.UserStart {
 		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
 	}
-	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, len(m.cfg.Nets) > 0, m.cfg.Cmdline, m.cfg.Command)}
+	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, len(m.cfg.Nets)+len(m.cfg.Shares) > 0,
+		strings.TrimSpace(m.cfg.initArgs()+" "+m.cfg.Cmdline), m.cfg.Command)}
 	return boot.Load(layout, img)
 }
 
@@ -212,7 +219,8 @@ func (m *machine) addDevices() error {
 	m.serialIRQ = irq
 	m.onTeardown(func() { irq.close(m.vm, devices.COM1IRQ) })
 	m.console = &firstOutputWriter{w: m.cfg.Console}
-	m.serial = devices.NewSerial(irq, m.console)
+	m.panics = &panicWatcher{w: m.console}
+	m.serial = devices.NewSerial(irq, m.panics)
 	m.onTeardown(m.serial.Close)
 	for _, d := range []struct {
 		port, size uint64
@@ -284,7 +292,7 @@ func (m *machine) run(ctx context.Context) (int, error) {
 	if err := m.startInput(); err != nil {
 		return 1, err
 	}
-	reserveProcs(len(m.cpus) + len(m.nets))
+	reserveProcs(len(m.cpus) + len(m.nets) + len(m.shares))
 	failed := make(chan error, len(m.cpus))
 	var wg sync.WaitGroup
 	for _, cpu := range m.cpus {
@@ -300,7 +308,7 @@ func (m *machine) run(ctx context.Context) (int, error) {
 	var err error
 	select {
 	case <-m.stop.Done():
-		status, err = m.stop.Get().Result()
+		status, err = m.panics.explain(m.stop.Get()).Result()
 	case err = <-failed:
 		status = 1
 	case <-ctx.Done():
@@ -315,6 +323,7 @@ func (m *machine) run(ctx context.Context) (int, error) {
 		m.input.stop()
 	}
 	m.stopNets()
+	m.stopShares()
 	if m.cfg.Stats != "" {
 		if serr := m.report(stoppedAt); serr != nil && err == nil {
 			status, err = 1, serr

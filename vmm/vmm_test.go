@@ -244,7 +244,7 @@ func TestRunWithAPsWaitingForSIPI(t *testing.T) {
 
 func TestRunTripleFaultIsAnError(t *testing.T) {
 	status, err, _ := runTiny(t, tripleFault, true, 1, context.Background())
-	if err == nil || status != 1 || !strings.Contains(err.Error(), "triple-fault") {
+	if err == nil || status != devices.StatusTripleFault || !strings.Contains(err.Error(), "triple-fault") {
 		t.Fatalf("status %d, err %v", status, err)
 	}
 }

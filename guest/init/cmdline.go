@@ -18,6 +18,10 @@ type bootParams struct {
 	argv []string
 	// hasIP is true when the kernel was given ip=: it configures eth0 itself.
 	hasIP bool
+	// shares are the virtio-9p shares to mount (tinyvmm.shares=).
+	shares []share
+	// cwd is where the command runs (tinyvmm.cwd=), "" for /.
+	cwd string
 }
 
 // parseCmdline reads the parameters init cares about from the kernel command
@@ -43,6 +47,18 @@ func parseCmdline(cmdline string) (bootParams, error) {
 				return bootParams{}, fmt.Errorf("%s: %w", cmdParam, err)
 			}
 			p.argv = argv
+		case sharesParam:
+			shares, err := decodeShares(value)
+			if err != nil {
+				return bootParams{}, fmt.Errorf("%s: %w", sharesParam, err)
+			}
+			p.shares = shares
+		case cwdParam:
+			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(value, "="))
+			if err != nil || !strings.HasPrefix(string(raw), "/") || strings.IndexByte(string(raw), 0) >= 0 {
+				return bootParams{}, fmt.Errorf("%s: not the base64url of an absolute path", cwdParam)
+			}
+			p.cwd = string(raw)
 		}
 	}
 	return p, nil

@@ -118,3 +118,26 @@ func TestExitByte(t *testing.T) {
 
 // encodeRaw encodes any string the way tinyvmm.cmd= is encoded.
 func encodeRaw(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func TestParseShares(t *testing.T) {
+	// The string vmm's TestSharesArg expects tinyvmm to produce.
+	arg := "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["tinyvmm0","/mnt/a"],["tinyvmm1","/x y"]]`))
+	cwd := "tinyvmm.cwd=" + base64.RawURLEncoding.EncodeToString([]byte("/mnt/a/pkg"))
+	p, err := parseCmdline("console=ttyS0 " + arg + " " + cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []share{{"tinyvmm0", "/mnt/a"}, {"tinyvmm1", "/x y"}}
+	if !reflect.DeepEqual(p.shares, want) || p.cwd != "/mnt/a/pkg" {
+		t.Fatalf("shares %q cwd %q", p.shares, p.cwd)
+	}
+	for _, bad := range []string{
+		"tinyvmm.shares=!!", "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["t","rel"]]`)),
+		"tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["a,b","/m"]]`)),
+		"tinyvmm.cwd=" + base64.RawURLEncoding.EncodeToString([]byte("rel")),
+	} {
+		if _, err := parseCmdline(bad); err == nil {
+			t.Errorf("parseCmdline(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package vmm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tinyvmm/kvm"
+)
+
+// These run the tinyvmm binary the way a user does (`tinyvmm run ...`),
+// against the default guest, where KVM runs Linux user space: in the
+// nested L1, /repo/tinyvmm beside this test's /repo/vmm.
+
+// tinyvmmCLI finds the tinyvmm binary ($TINYVMM_BIN, or ../tinyvmm, or
+// ../bin/tinyvmm) and the default guest, or skips.
+func tinyvmmCLI(t *testing.T) string {
+	t.Helper()
+	h := kvm.Detect()
+	if !h.Usable {
+		t.Skip(h.Why)
+	}
+	if h.PVM {
+		t.Skip("host KVM is PVM: guest user space cannot make system calls here")
+	}
+	guestFile(t, "vmlinux")
+	guestFile(t, "initramfs.cpio")
+	for _, p := range []string{os.Getenv("TINYVMM_BIN"), filepath.Join("..", "tinyvmm"), filepath.Join("..", "bin", "tinyvmm")} {
+		if p == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() {
+				return abs
+			}
+		}
+	}
+	t.Skip("no tinyvmm binary (../tinyvmm or ../bin/tinyvmm): run make build")
+	return ""
+}
+
+// runCLI runs tinyvmm in dir and returns its status, stdout and stderr.
+func runCLI(t *testing.T, bin, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	guestDir, _ := filepath.Abs(filepath.Join("..", "out", "guest"))
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+	cmd.Env = append(os.Environ(), "TINYVMM_GUEST_DIR="+guestDir)
+	start := time.Now()
+	err := cmd.Run()
+	status := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		status = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tinyvmm %s: status %d after %v\nstderr: %s", strings.Join(args, " "), status, time.Since(start).Round(time.Millisecond), stderr.String())
+	return status, stdout.String(), stderr.String()
+}
+
+// TestLinuxGuestShare: the guest reads a host file from a share and writes
+// one back, in the directory tinyvmm was started in.
+func TestLinuxGuestShare(t *testing.T) {
+	bin := tinyvmmCLI(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "host.txt"), []byte("written by the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status, out, _ := runCLI(t, bin, dir, "run", "--share", dir, "--",
+		"sh", "-c", "pwd; cat host.txt && mkdir -p sub && echo written by the guest > sub/guest.txt && ln -s /etc escape && ls escape/ >/dev/null")
+	if status != 0 {
+		t.Fatalf("status %d; console:\n%s", status, out)
+	}
+	if !strings.Contains(out, dir+"\r\n") && !strings.Contains(out, dir+"\n") {
+		t.Errorf("the command did not run in %s:\n%s", dir, out)
+	}
+	if !strings.Contains(out, "written by the host") {
+		t.Errorf("the guest did not read the host's file:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sub", "guest.txt")); err != nil || string(b) != "written by the guest\n" {
+		t.Errorf("guest's file on the host: %q, %v", b, err)
+	}
+	// The guest's symlink is stored as it is; the guest resolves it in its own tree.
+	if target, err := os.Readlink(filepath.Join(dir, "escape")); err != nil || target != "/etc" {
+		t.Errorf("symlink on the host: %q, %v", target, err)
+	}
+}
+
+// TestLinuxGuestRunsGoTestFromShare is the CI use case: a compiled Go test
+// binary (this very one) runs from the share, in the working directory.
+func TestLinuxGuestRunsGoTestFromShare(t *testing.T) {
+	bin := tinyvmmCLI(t)
+	dir := t.TempDir()
+	self, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	dst, err := os.OpenFile(filepath.Join(dir, "pkg.test"), os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, self); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	status, out, _ := runCLI(t, bin, dir, "run", "--share", dir, "--", "./pkg.test", "-test.v", "-test.run", "^TestGuestWorkDir$")
+	if status != 0 || !strings.Contains(out, "--- PASS: TestGuestWorkDir") {
+		t.Fatalf("status %d; console:\n%s", status, out)
+	}
+}
+
+// TestLinuxGuestExitStatuses: a kernel panic, no init, a triple fault and
+// a timeout each give their own status and one line on stderr.
+func TestLinuxGuestExitStatuses(t *testing.T) {
+	bin := tinyvmmCLI(t)
+	dir := t.TempDir()
+	triple := filepath.Join(dir, "triple.elf")
+	if err := os.WriteFile(triple, tinyELF(tripleFault, true), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		status int
+		line   string
+	}{
+		{"panic", []string{"run", "--append", "rdinit=/bin/true", "--", "true"}, 121, "tinyvmm: guest kernel panic: Attempted to kill init!"},
+		{"no init", []string{"run", "--append", "rdinit=/nonexistent init=/nonexistent", "--", "true"}, 122, "tinyvmm: guest kernel found no init to run: Requested init /nonexistent failed"},
+		{"triple fault", []string{"run", "--kernel", triple}, 123, "tinyvmm: guest triple-faulted"},
+		{"timeout", []string{"run", "--timeout", "4s", "--", "sleep", "600"}, 124, "tinyvmm: guest still running after 4s (--timeout); stopped it"},
+		{"command's own status", []string{"run", "--timeout", "5m", "--", "sh", "-c", "exit 3"}, 3, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, out, stderr := runCLI(t, bin, dir, c.args...)
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+				if strings.HasPrefix(l, "tinyvmm: ") && !strings.Contains(l, "PVM") {
+					lines = append(lines, l)
+				}
+			}
+			if status != c.status {
+				t.Fatalf("status %d, want %d; console:\n%s", status, c.status, tail(out, 30))
+			}
+			if c.line == "" {
+				if len(lines) != 0 {
+					t.Errorf("stderr %q, want nothing", stderr)
+				}
+				return
+			}
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], c.line) {
+				t.Errorf("stderr %q, want one line starting %q", stderr, c.line)
+			}
+		})
+	}
+}

@@ -1,0 +1,58 @@
+package vmm
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+func TestSharesArg(t *testing.T) {
+	got := SharesArg([]ShareConfig{{HostDir: "/h", GuestPath: "/mnt/a"}, {HostDir: "/x", GuestPath: "/x y"}})
+	// guest/init's TestParseShares decodes this same string.
+	want := "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["tinyvmm0","/mnt/a"],["tinyvmm1","/x y"]]`))
+	if got != want {
+		t.Fatalf("SharesArg = %q, want %q", got, want)
+	}
+}
+
+func TestGuestWorkDir(t *testing.T) {
+	shares := []ShareConfig{{HostDir: "/home/u/src", GuestPath: "/src"}, {HostDir: "/home/u/src/sub", GuestPath: "/sub"}}
+	for dir, want := range map[string]string{
+		"/home/u/src":         "/src",
+		"/home/u/src/pkg/a":   "/src/pkg/a",
+		"/home/u/src/sub/b":   "/sub/b", // the innermost share wins
+		"/home/u/srcx":        "",
+		"/home/u":             "",
+		"":                    "",
+		"/home/u/src/../etc/": "",
+	} {
+		if got := GuestWorkDir(shares, dir); got != want {
+			t.Errorf("GuestWorkDir(%q) = %q, want %q", dir, got, want)
+		}
+	}
+	c := Config{Shares: shares, WorkDir: "/home/u/src/pkg", Command: []string{"./pkg.test"}}
+	if args := c.initArgs(); !strings.Contains(args, " tinyvmm.cwd="+base64.RawURLEncoding.EncodeToString([]byte("/src/pkg"))) {
+		t.Errorf("initArgs = %q", args)
+	}
+	c.Command = nil // a shell starts in /
+	if args := c.initArgs(); strings.Contains(args, "cwd") {
+		t.Errorf("initArgs without a command = %q", args)
+	}
+}
+
+func TestCheckShares(t *testing.T) {
+	for _, bad := range [][]ShareConfig{
+		{{HostDir: "rel", GuestPath: "/a"}},
+		{{HostDir: "/a", GuestPath: "rel"}},
+		{{HostDir: "/a", GuestPath: "/"}},
+		{{HostDir: "/a", GuestPath: "/x/../y"}},
+		{{HostDir: "/a", GuestPath: "/m"}, {HostDir: "/b", GuestPath: "/m"}},
+	} {
+		if err := checkShares(bad); err == nil {
+			t.Errorf("checkShares(%+v) accepted", bad)
+		}
+	}
+	if err := checkShares([]ShareConfig{{HostDir: "/a", GuestPath: "/a"}, {HostDir: "/a", GuestPath: "/b"}}); err != nil {
+		t.Error(err)
+	}
+}
