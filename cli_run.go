@@ -69,6 +69,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.IntVar(&f.tuning.RxBatch, "rx-batch", f.tuning.RxBatch, "rx frames per batch (one used-index publish and one interrupt per batch)")
 	fs.IntVar(&f.tuning.NotifyThreshold, "notify-threshold", f.tuning.NotifyThreshold, "tx chains completed between two used-index publishes")
 	fs.IntVar(&f.tuning.RxIrqGapUs, "rx-irq-us", f.tuning.RxIrqGapUs, "rx interrupt moderation: at least N us between two rx interrupts; one due sooner waits and covers what arrives meanwhile (0: off)")
+	fs.BoolVar(&f.tuning.WorkerBatch, "worker-batch", f.tuning.WorkerBatch, "run the device worker under SCHED_BATCH: on a busy CPU a kick does not preempt the vCPU that is adding frames")
 	fs.IntVar(&f.tuning.TxPollUs, "poll-us", f.tuning.TxPollUs, "tx poll mode: during a burst keep the guest's kicks off and look at the ring every N us while it keeps filling (0: off)")
 	return fs
 }

@@ -19,16 +19,19 @@ import (
 
 // Options configure `tinyvmm bench e2e`.
 type Options struct {
-	OutDir  string        // JSON and plots go here
-	Runs    int           // runs per cell, interleaved between systems (at least 3)
-	Secs    int           // seconds per measurement
-	Kicks   []int         // the seed 000 sweep: a tx notify decision every N frames
-	Weights []int         // the seed 002 sweep: tinyvmm --tx-weight-pkts (0 = unlimited)
-	Polls   []int         // the tx poll sweep: tinyvmm --poll-us (0 = off), tx 64 B
-	Budget  time.Duration // no new run starts after this; the rest show as not run
-	ELF     string        // the bench guest
-	Tinyvmm string        // the tinyvmm binary
-	QEMU    string        // qemu-system-x86_64
+	OutDir  string // JSON and plots go here
+	Runs    int    // runs per cell, interleaved between systems (at least 3)
+	Secs    int    // seconds per measurement
+	Kicks   []int  // the seed 000 sweep: a tx notify decision every N frames
+	Weights []int  // the seed 002 sweep: tinyvmm --tx-weight-pkts (0 = unlimited)
+	Polls   []int  // the tx poll sweep: tinyvmm --poll-us (0 = off), tx 64 B
+	// Variants are tinyvmm flag sets run beside the default, interleaved,
+	// on tx 64 B, rx 64 B and both pings (--variant NAME=FLAGS).
+	Variants []Variant
+	Budget   time.Duration // no new run starts after this; the rest show as not run
+	ELF      string        // the bench guest
+	Tinyvmm  string        // the tinyvmm binary
+	QEMU     string        // qemu-system-x86_64
 	// QEMUMachine is QEMU's -M (--qemu-machine).
 	QEMUMachine string
 	// QEMUPreload is LD_PRELOADed into QEMU (--qemu-preload): the nested
@@ -51,6 +54,12 @@ func DefaultOptions() Options {
 		ELF:     "out/guest/bench.elf", Tinyvmm: "bin/tinyvmm", QEMU: "qemu-system-x86_64", QEMUMachine: DefaultQEMUMachine,
 		Out: os.Stdout,
 	}
+}
+
+// Variant is a named set of extra tinyvmm flags (--variant NAME=FLAGS).
+type Variant struct {
+	Name string
+	Args []string
 }
 
 // experiment is one row of the comparison: a measurement run per system.
@@ -131,6 +140,17 @@ func (o Options) experiments(r *runner) []experiment {
 		args := []string{"--tx-weight-pkts", strconv.Itoa(w)}
 		exps = append(exps, experiment{fmt.Sprintf("weight%d", w), "tx weight " + weightName(w), "us", []System{SysTinyvmm},
 			func(s System) Sample { return r.ping(s, true, args) }})
+	}
+	for _, v := range o.Variants {
+		for _, e := range []experiment{
+			{"tx64@" + v.Name, "guest->host pps, 64 B", "pps", nil, func(s System) Sample { return r.tx(s, 64, 1, v.Args) }},
+			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, v.Args) }},
+			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, false, v.Args) }},
+			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, true, v.Args) }},
+		} {
+			e.Systems = []System{SysTinyvmm}
+			exps = append(exps, e)
+		}
 	}
 	for _, p := range o.Polls {
 		args := []string{"--poll-us", strconv.Itoa(p)}

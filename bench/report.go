@@ -252,6 +252,32 @@ func (r *Report) printTable(w io.Writer) {
 	}
 	tw.Flush()
 
+	if len(r.variants()) > 0 {
+		fmt.Fprintf(w, "\ntinyvmm variants (interleaved with the runs above): value, exits/frame, kicks/frame\n")
+		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "variant\ttx64 pps\trx64 pps\tping idle avg us\tping flood avg us\ttx64 exits/f\ttx64 kicks/f\trx64 exits/f\t")
+		for _, v := range append([]string{""}, r.variants()...) {
+			key := func(m string) string {
+				if v == "" {
+					return m
+				}
+				return m + "@" + v
+			}
+			name := v
+			if name == "" {
+				name = "default"
+			}
+			tx, _, _ := r.value(key("tx64"), SysTinyvmm, "")
+			rx, _, _ := r.value(key("rx64"), SysTinyvmm, "")
+			pi, _, _ := r.value(key("ping_idle"), SysTinyvmm, "avg_us")
+			pf, _, _ := r.value(key("ping_flood"), SysTinyvmm, "avg_us")
+			exits := func(c *Cell) *float64 { return c.ExitsPerFrame }
+			kicks := func(c *Cell) *float64 { return c.KicksPerFrame }
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, tx, rx, pi, pf,
+				r.perFrame(key("tx64"), SysTinyvmm, exits), r.perFrame(key("tx64"), SysTinyvmm, kicks), r.perFrame(key("rx64"), SysTinyvmm, exits))
+		}
+		tw.Flush()
+	}
 	if r.hasPrefix("poll") {
 		fmt.Fprintf(w, "\ntx poll sweep: tinyvmm tx pps at 64 B vs --poll-us (0: off), with its exits and kicks per frame\n")
 		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
@@ -319,6 +345,17 @@ func (r *Report) printPerFrame(w io.Writer) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// variants are the names of the tinyvmm variants measured, in order.
+func (r *Report) variants() []string {
+	var names []string
+	for _, e := range r.exps {
+		if m, v, ok := strings.Cut(e.Key, "@"); ok && m == "tx64" {
+			names = append(names, v)
+		}
+	}
+	return names
 }
 
 // hasPrefix says whether an experiment's key starts with prefix.

@@ -132,3 +132,34 @@ func TestTablePollSweep(t *testing.T) {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// A variant's rows sit beside the default's in their own table.
+func TestTableVariants(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = nil, nil
+	o.Variants = []Variant{{Name: "batch", Args: []string{"--worker-batch"}}}
+	host := kvm.Host{Usable: true}
+	st := detectSystems(o, host)
+	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	rep := newReport(o, host, st)
+	exps := o.experiments(&runner{})
+	rep.plan(exps)
+	for _, e := range exps {
+		v := 1000.0
+		if strings.HasSuffix(e.Key, "@batch") {
+			v = 2000
+		}
+		rep.add(e, SysTinyvmm, Sample{Value: v, Detail: map[string]float64{"avg_us": v / 10, "exits_per_frame": v / 1e5, "kicks_per_frame": v / 1e6}})
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	if !regexpMatch(`(?m)^\s*default\s+1,000\s+1,000\s+100\s+100\s+0\.010\s+0\.001\s+0\.010\s*$`, text) ||
+		!regexpMatch(`(?m)^\s*batch\s+2,000\s+2,000\s+200\s+200\s+0\.020\s+0\.002\s+0\.020\s*$`, text) {
+		t.Errorf("variants table wrong:\n%s", text)
+	}
+	if strings.Contains(text, "tx64@batch") {
+		t.Errorf("a variant's row is in the main table:\n%s", text)
+	}
+}

@@ -89,6 +89,11 @@ type Tuning struct {
 	// sooner is held until then and covers what is published meanwhile
 	// (interrupt moderation, on top of EVENT_IDX's used_event). 0 is off.
 	RxIrqGapUs int
+	// WorkerBatch runs the worker thread under SCHED_BATCH: woken by a
+	// kick or the backend, it does not preempt the thread that is running
+	// (on a busy CPU, the vCPU that is adding frames) but waits for its
+	// turn, and then finds more work; on an idle CPU it runs at once.
+	WorkerBatch bool
 }
 
 // DefaultTuning is Linux vhost-net's behaviour.

@@ -169,6 +169,16 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
+	if w.tuning.WorkerBatch {
+		// Back to SCHED_NORMAL before the thread returns to Go's pool.
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_BATCH}
+		if err := unix.SchedSetAttr(0, &attr, 0); err == nil {
+			defer func() {
+				attr.Policy = unix.SCHED_NORMAL
+				unix.SchedSetAttr(0, &attr, 0)
+			}()
+		}
+	}
 	// The thread may have run other goroutines before: count from now.
 	tid := int32(unix.Gettid())
 	w.d.workerCPUStart.Store(threadCPU(tid))
