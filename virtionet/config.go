@@ -89,10 +89,14 @@ type Tuning struct {
 	// sooner is held until then and covers what is published meanwhile
 	// (interrupt moderation, on top of EVENT_IDX's used_event). 0 is off.
 	RxIrqGapUs int
-	// WorkerBatch runs the worker thread under SCHED_BATCH: woken by a
-	// kick or the backend, it does not preempt the thread that is running
-	// (on a busy CPU, the vCPU that is adding frames) but waits for its
-	// turn, and then finds more work; on an idle CPU it runs at once.
+	// WorkerBatch runs the worker thread under SCHED_BATCH while a
+	// direction is in a burst (its last run that moved frames moved
+	// NotifyThreshold or more, or hit a budget): woken then, it does not preempt the
+	// thread that is running (on a busy CPU, the vCPU adding frames) but
+	// waits for its turn and finds more work; on an idle CPU it runs at
+	// once. A short run ends the burst and the thread is normal again, so
+	// lone frames (pings) are served at once; the first after a flood may
+	// wait for one time slice.
 	WorkerBatch bool
 }
 

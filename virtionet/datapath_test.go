@@ -224,11 +224,13 @@ func testKickSuppressionAvailEvent(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.NotifyThreshold = 8
 	r := newRig(t, rigOptions{io: io, tuning: tun})
-	r.activate()
+	// Posted and kicked before DRIVER_OK: after it, the worker's first
+	// look could take the chain before the kick and move avail_event.
 	r.tx.AddChain([][]byte{r.txFrame(0, 60)}, nil)
 	if !r.tx.Kick() {
 		t.Fatal("first chain not kicked")
 	}
+	r.activate()
 	r.peerRead()
 	r.waitUsed(r.tx, 1, nil)
 	waitFor(t, "avail_event at 1", func() bool { return r.tx.AvailEvent() == 1 })

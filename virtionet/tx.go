@@ -61,6 +61,7 @@ func (w *worker) handleTx() (requeue bool) {
 			if w.trace != nil {
 				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
 			}
+			w.inBurst(txQueue, true)
 			return true
 		}
 		if !empty {
@@ -73,6 +74,9 @@ func (w *worker) handleTx() (requeue bool) {
 		// costs one look and the thread never spins.
 		if w.txPolling && w.polling && pkts == 0 {
 			return false // a late kick for chains a look took: the look due decides
+		}
+		if pkts > 0 { // a look that found nothing tells nothing about the rate
+			w.inBurst(txQueue, pkts >= thr)
 		}
 		thrRun := pkts >= thr || (w.txPolling && pkts > 0)
 		if w.tuning.TxPollUs > 0 && thrRun {

@@ -60,6 +60,9 @@ type worker struct {
 	bounceIov []unix.Iovec
 	held      int // rx: the bounce buffer holds a frame of this length, waiting for buffers
 
+	burst   [2]bool // the queue's last run was a burst (WorkerBatch)
+	batchOn bool    // the thread runs under SCHED_BATCH
+
 	// The rate limiter (ratelimit.go): a throttled queue is not run until
 	// throttleFd fires at its throttleAt.
 	throttleFd int
@@ -169,16 +172,7 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
-	if w.tuning.WorkerBatch {
-		// Back to SCHED_NORMAL before the thread returns to Go's pool.
-		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_BATCH}
-		if err := unix.SchedSetAttr(0, &attr, 0); err == nil {
-			defer func() {
-				attr.Policy = unix.SCHED_NORMAL
-				unix.SchedSetAttr(0, &attr, 0)
-			}()
-		}
-	}
+	defer w.setBatch(false) // back to normal before the thread returns to Go's pool
 	// The thread may have run other goroutines before: count from now.
 	tid := int32(unix.Gettid())
 	w.d.workerCPUStart.Store(threadCPU(tid))
@@ -404,5 +398,30 @@ func (w *worker) dropRing(err error) {
 	d.mu.Unlock()
 	if first { // one notice per device
 		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Tap, err)
+	}
+}
+
+// inBurst records whether queue qi's last run was a burst and, with
+// WorkerBatch, runs the thread under SCHED_BATCH while either queue is in
+// one.
+func (w *worker) inBurst(qi int, burst bool) {
+	w.burst[qi] = burst
+	if w.tuning.WorkerBatch {
+		w.setBatch(w.burst[rxQueue] || w.burst[txQueue])
+	}
+}
+
+// setBatch switches the worker's thread between SCHED_BATCH and the
+// normal policy.
+func (w *worker) setBatch(on bool) {
+	if w.batchOn == on {
+		return
+	}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	if on {
+		attr.Policy = unix.SCHED_BATCH
+	}
+	if unix.SchedSetAttr(0, &attr, 0) == nil {
+		w.batchOn = on
 	}
 }

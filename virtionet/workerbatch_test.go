@@ -5,34 +5,56 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// With WorkerBatch the worker thread runs under SCHED_BATCH, and without
-// it under the normal policy.
-func TestWorkerBatchPolicy(t *testing.T) {
+// threadPolicy is a thread's scheduling policy, from /proc.
+func threadPolicy(t *testing.T, tid int32) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis: the state is field
+	// 3, the policy field 41.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	var p int
+	fmt.Sscan(f[41-3], &p)
+	return p
+}
+
+// With WorkerBatch the worker runs under SCHED_BATCH while tx is in a
+// burst (a run of NotifyThreshold chains or more) and under the normal
+// policy once a run is short; without it, always normal.
+func TestWorkerBatchFollowsBursts(t *testing.T) {
 	for _, batch := range []bool{false, true} {
-		tun := DefaultTuning()
-		tun.WorkerBatch = batch
-		r := newRig(t, rigOptions{tuning: tun})
-		r.activate()
-		var tid int32
-		waitFor(t, "the worker thread", func() bool { tid = r.dev.workerTid.Load(); return tid != 0 })
-		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Fields after the command's closing parenthesis: state is field 3,
-		// policy field 41.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		want := fmt.Sprint(unix.SCHED_NORMAL)
-		if batch {
-			want = fmt.Sprint(unix.SCHED_BATCH)
-		}
-		if got := f[41-3]; got != want {
-			t.Errorf("WorkerBatch %v: worker policy %s, want %s", batch, got, want)
-		}
-		r.dev.Reset()
+		t.Run(fmt.Sprint("WorkerBatch=", batch), func(t *testing.T) {
+			tun := DefaultTuning()
+			tun.WorkerBatch, tun.NotifyThreshold = batch, 8
+			r := newRig(t, rigOptions{tuning: tun})
+			r.activate()
+			var tid int32
+			waitFor(t, "the worker thread", func() bool { tid = r.dev.workerTid.Load(); return tid != 0 })
+			if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
+				t.Fatalf("policy %d before any burst, want normal", p)
+			}
+			r.txBurst(16, 60)
+			r.tx.Kick()
+			r.drainPeer(16)
+			r.waitUsed(r.tx, 16, nil)
+			want := unix.SCHED_NORMAL
+			if batch {
+				want = unix.SCHED_BATCH
+			}
+			waitFor(t, "the policy of a burst", func() bool { return threadPolicy(t, tid) == want })
+			// A lone frame once the burst is over: normal again.
+			time.Sleep(5 * time.Millisecond)
+			r.txBurst(1, 60)
+			r.tx.ForceKick()
+			r.drainPeer(1)
+			waitFor(t, "the normal policy after a short run", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
+		})
 	}
 }
