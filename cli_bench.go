@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 
-	e2ebench "tinyvmm/bench"
 	bootbench "tinyvmm/bench/boot"
+	"tinyvmm/bench/device"
+	"tinyvmm/bench/e2e"
 	sharebench "tinyvmm/bench/share"
 	"tinyvmm/internal/cliflag"
-	devbench "tinyvmm/virtionet/bench"
 )
 
 func init() {
@@ -35,9 +35,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "device":
-		err = devbench.MainDevice(args[1:], stdout, stderr)
+		err = device.MainDevice(args[1:], stdout, stderr)
 	case "e2e":
-		err = e2ebench.MainE2E(args[1:], stdout, stderr)
+		err = e2e.MainE2E(args[1:], stdout, stderr)
 	case "boot":
 		err = bootbench.MainBoot(args[1:], stdout, stderr)
 	case "share":

@@ -15,7 +15,7 @@ const (
 	// DefaultNotifyThreshold publishes used entries (and signals the
 	// guest if it asked) every this many tx chains within a run, and sets
 	// avail_event this many minus one ahead during a burst. Chosen from
-	// four sweeps of `go run ./cmd/benchdevice -only 000` (virtionet/README.md):
+	// four sweeps of `go run . bench device -only 000` (virtionet/README.md):
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
