@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/uring"
 )
 
@@ -256,23 +254,9 @@ func (d *Device) Stats() Stats {
 func (d *Device) workerCPU() uint64 {
 	ns := d.workerCPUDone.Load()
 	if tid := d.workerTid.Load(); tid != 0 {
-		if now, start := threadCPU(tid), d.workerCPUStart.Load(); now >= start {
+		if now, start := schedstat.ThreadCPU(int(tid)), d.workerCPUStart.Load(); now >= start {
 			ns += now - start
 		}
 	}
-	return ns
-}
-
-// threadCPU is the CPU time of thread tid of this process, 0 if unknown.
-func threadCPU(tid int32) uint64 {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(int(tid)) + "/schedstat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	ns, _ := strconv.ParseUint(f[0], 10, 64)
 	return ns
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/schedstat"
 )
 
 // burstPollNs is how soon the worker looks at the tx ring again while it
@@ -181,11 +182,11 @@ func (w *worker) run() {
 	}
 	// The thread may have run other goroutines before: count from now.
 	tid := int32(unix.Gettid())
-	w.d.workerCPUStart.Store(threadCPU(tid))
+	w.d.workerCPUStart.Store(schedstat.ThreadCPU(int(tid)))
 	w.d.workerTid.Store(tid)
 	defer func() {
 		w.d.workerTid.Store(0)
-		w.d.workerCPUDone.Add(threadCPU(tid) - w.d.workerCPUStart.Load())
+		w.d.workerCPUDone.Add(schedstat.ThreadCPU(int(tid)) - w.d.workerCPUStart.Load())
 	}()
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)

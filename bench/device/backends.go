@@ -3,10 +3,7 @@ package device
 import (
 	"fmt"
 	"net"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/ethframe"
+	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/scratchns"
 )
 
@@ -155,23 +153,10 @@ func readLoop(mech string, fd int, stop *atomic.Bool, frames, syscalls, cpu *ato
 			time.Sleep(500 * time.Microsecond)
 		}
 		if time.Since(last) > 5*time.Millisecond {
-			cpu.Store(schedstatNs(tid))
+			cpu.Store(schedstat.ThreadCPU(tid))
 			last = time.Now()
 		}
 	}
-}
-
-func schedstatNs(tid int) uint64 {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[0], 10, 64)
-	return v
 }
 
 func openTapFd(name string) (int, error) {
