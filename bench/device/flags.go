@@ -30,16 +30,8 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.BatchRun, "batch-time", time.Second, "seed 004 time per run")
 	fs.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
 	fs.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
-	if err := cliflag.Parse(fs, "bench device", args); errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "Usage: tinyvmm bench device [flags]\n\nFlags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return nil
-	} else if err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench device", "Usage: tinyvmm bench device [flags]\n\nFlags:", args, stdout); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cliflag.Usagef("bench device: unexpected argument %q; see tinyvmm bench device --help", fs.Arg(0))
 	}
 	if o.Runs < 1 {
 		return cliflag.Usagef("bench device: --runs %d: give at least 1", o.Runs)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,7 @@ import (
 	"tinyvmm/internal/intlist"
 )
 
-// MainE2E parses the flags of `tinyvmm bench e2e` and runs it; main.go
+// MainE2E parses the flags of `tinyvmm bench e2e` and runs it; cli_bench.go
 // calls it with the arguments after "bench e2e". The table goes to stdout,
 // --help too; a bad flag is a one-line cliflag.UsageError, returned before
 // anything runs.
@@ -41,16 +40,8 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	})
 	polls := fs.String("polls", intlist.Format(o.Polls), "tx poll sweep: tinyvmm --poll-us values for a 64 B tx flood (0 = off; empty: none)")
 	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
-	if err := cliflag.Parse(fs, "bench e2e", args); errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "Usage: tinyvmm bench e2e [flags]\n\nFlags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return nil
-	} else if err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench e2e", "Usage: tinyvmm bench e2e [flags]\n\nFlags:", args, stdout); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cliflag.Usagef("bench e2e: unexpected argument %q; see tinyvmm bench e2e --help", fs.Arg(0))
 	}
 	if o.Runs < 1 || o.Secs < 1 {
 		return cliflag.Usagef("bench e2e: --runs %d --secs %d: give at least 1 of each", o.Runs, o.Secs)
