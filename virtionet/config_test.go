@@ -10,10 +10,10 @@ func TestConfigIO(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Tap: "t0"}, ""},
-		{Config{Tap: "t0", IO: "uring"}, ""},
-		{Config{Tap: "t0", IO: "aio"}, `io "aio": use writev or uring`},
-		{Config{Tap: "v0", AFPacket: "v0", IO: "uring"}, "io=uring is for a tap"},
+		{Config{Ifname: "t0"}, ""},
+		{Config{Ifname: "t0", IO: "uring"}, ""},
+		{Config{Ifname: "t0", IO: "aio"}, `io "aio": use writev or uring`},
+		{Config{Ifname: "v0", AFPacket: "v0", IO: "uring"}, "io=uring is for a tap"},
 	} {
 		c, err := tc.cfg.normalized()
 		if tc.want == "" && (err != nil || (tc.cfg.IO == "" && c.IO != IOWritev)) {

@@ -55,7 +55,7 @@ func newEnvIO(afPacket bool, io string, tuning virtionet.Tuning, features uint64
 		return nil, err
 	}
 	e := &Env{NS: ns, HostIf: "tap0", AFPacket: afPacket}
-	cfg := virtionet.Config{Tap: "tap0", Tuning: tuning, IO: io}
+	cfg := virtionet.Config{Ifname: "tap0", Tuning: tuning, IO: io}
 	if afPacket {
 		e.HostIf, cfg.AFPacket = "vh0", "vg0"
 		err = ns.AddVeth("vh0", "vg0")
