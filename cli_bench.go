@@ -22,7 +22,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   the seed experiments on the net device, with a Go driver as the guest")
+		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   weight, rx batch and notify sweeps on the net device, a Go driver as the guest")
 		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
 		fmt.Fprintln(w, "       tinyvmm bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35")
 		fmt.Fprintln(w, "       tinyvmm bench share [flags]    read throughput of a --share file in the guest vs the same read on the host")

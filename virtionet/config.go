@@ -66,7 +66,8 @@ type Config struct {
 	Log func(format string, args ...any)
 }
 
-// Tuning holds the knobs of the vhost-style datapath (issue 4). Start from
+// Tuning holds the knobs of the vhost-style datapath (vhost-net's weights,
+// batch and notification rules, and two of our own). Start from
 // DefaultTuning: in a zero Tuning every weight means "unlimited".
 type Tuning struct {
 	// Weights bound one run of the worker on a queue; 0 means unlimited.

@@ -64,7 +64,8 @@ func testTxByteBudgetStopsRunAtExactlyB(t *testing.T, io string) {
 	}
 }
 
-// TxWeightPkts=0 is the seed's "Origin" row: one run takes everything.
+// TxWeightPkts=0 is vhost-net before VHOST_NET_PKT_WEIGHT (the "Origin" row
+// of experiment 002): one run takes everything.
 func testTxUnlimitedWeightIsOneRun(t *testing.T, io string) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts, tun.TxWeightBytes = 0, 0

@@ -1,5 +1,6 @@
-// Package bench is the device-level benchmark of virtionet: it runs the
-// experiments of the three Linux patches in shared/seeds on tinyvmm's own
+// Package device is the device-level benchmark of virtionet (`tinyvmm bench
+// device`): it runs the experiments of the three Linux patches in
+// shared/seeds (000, 002, 004; hence the names) on tinyvmm's own
 // device, with the Go driver as the guest and a tap in a namespace of its
 // own, and prints their tables, writes JSON and draws a plot.
 package device

@@ -14,10 +14,10 @@ import (
 	"tinyvmm/virtionet"
 )
 
-// LatencyRow is one row of the seed 002 table: request latency through the
+// LatencyRow is one row of experiment 002's table: request latency through the
 // guest while it floods tx with 1-byte UDP payloads, at one tx packet weight.
 type LatencyRow struct {
-	Weight  int     `json:"tx_weight_pkts"` // 0: unlimited (the seed's "Origin")
+	Weight  int     `json:"tx_weight_pkts"` // 0: unlimited (vhost-net before the weight: "Origin")
 	MinMs   float64 `json:"min_ms"`
 	AvgMs   float64 `json:"avg_ms"`
 	MaxMs   float64 `json:"max_ms"`
@@ -27,7 +27,7 @@ type LatencyRow struct {
 	Lost    int     `json:"lost"`
 }
 
-// BatchRow is one row of the seed 004 table: rx frames/s at an rx batch.
+// BatchRow is one row of experiment 004's table: rx frames/s at an rx batch.
 type BatchRow struct {
 	Backend        string  `json:"backend"` // "tap" or "af_packet"
 	Batch          int     `json:"rx_batch"`
@@ -43,7 +43,7 @@ type BatchRow struct {
 	NoBuffersPerS float64 `json:"rx_ring_empty_per_s"`
 }
 
-// ThresholdRow is one row of the seed 000 table: tx frames/s at a notify
+// ThresholdRow is one row of experiment 000's table: tx frames/s at a notify
 // threshold.
 type ThresholdRow struct {
 	Threshold  int     `json:"notify_threshold"`

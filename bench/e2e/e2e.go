@@ -1,3 +1,5 @@
+// Package e2e is the end-to-end benchmark, `tinyvmm bench e2e`: the bench
+// guest under tinyvmm, the no-VM ceiling and QEMU (README.md here).
 package e2e
 
 import (
@@ -22,8 +24,8 @@ type Options struct {
 	OutDir  string // JSON and plots go here
 	Runs    int    // runs per cell, interleaved between systems (at least 3)
 	Secs    int    // seconds per measurement
-	Kicks   []int  // the seed 000 sweep: a tx notify decision every N frames
-	Weights []int  // the seed 002 sweep: tinyvmm --tx-weight-pkts (0 = unlimited)
+	Kicks   []int  // experiment 000: a tx notify decision every N frames
+	Weights []int  // experiment 002: tinyvmm --tx-weight-pkts (0 = unlimited)
 	Polls   []int  // the tx poll sweep: tinyvmm --poll-us (0 = off), tx 64 B
 	// Variants are tinyvmm flag sets run beside the default, interleaved,
 	// on tx 64 B, rx 64 B and both pings (--variant NAME=FLAGS).

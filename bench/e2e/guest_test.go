@@ -171,7 +171,7 @@ func TestCeiling(t *testing.T) {
 }
 
 // TestBenchGuestEchoUnderQEMU pings the guest's echo mode, idle and while
-// it floods tx (the seed 002 setup): ARP and ICMP answers from the guest.
+// it floods tx (experiment 002's setup, tx weight vs latency): ARP and ICMP answers from the guest.
 func TestBenchGuestEchoUnderQEMU(t *testing.T) {
 	checkEcho(t, testRunner(t, qemuConfig(t)), SysQEMU)
 }

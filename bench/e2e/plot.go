@@ -15,8 +15,8 @@ import (
 )
 
 // plot draws e2e-throughput.png (pps per system, the medians), e2e-kick.png
-// (the seed 000 sweep) and e2e-weight.png (the seed 002 sweep, when
-// tinyvmm ran).
+// (experiment 000: the kick threshold sweep) and e2e-weight.png
+// (experiment 002: the tx weight sweep, when tinyvmm ran).
 func (r *Report) plot(dir string) error {
 	if err := r.plotThroughput(filepath.Join(dir, "e2e-throughput.png")); err != nil {
 		return fmt.Errorf("bench e2e: throughput plot: %w", err)

@@ -193,7 +193,7 @@ const (
 )
 
 // ping measures ICMP round trips to the guest (or the ceiling) while it
-// only answers, or while it also floods tx (flood), the seed 002 setup.
+// only answers, or while it also floods tx (flood), experiment 002's setup.
 // The headline is the average; Detail has min/p99/max and the tx rate.
 func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
 	return inNamespace(func(ns *Namespace) Sample {
