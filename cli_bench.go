@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 
-	e2ebench "tinyvmm/bench"
 	bootbench "tinyvmm/bench/boot"
+	"tinyvmm/bench/device"
+	"tinyvmm/bench/e2e"
 	sharebench "tinyvmm/bench/share"
 	"tinyvmm/internal/cliflag"
-	devbench "tinyvmm/virtionet/bench"
 )
 
 func init() {
@@ -22,7 +22,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   the seed experiments on the net device, with a Go driver as the guest")
+		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   weight, rx batch and notify sweeps on the net device, a Go driver as the guest")
 		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
 		fmt.Fprintln(w, "       tinyvmm bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35")
 		fmt.Fprintln(w, "       tinyvmm bench share [flags]    read throughput of a --share file in the guest vs the same read on the host")
@@ -35,9 +35,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "device":
-		err = devbench.MainDevice(args[1:], stdout, stderr)
+		err = device.MainDevice(args[1:], stdout, stderr)
 	case "e2e":
-		err = e2ebench.MainE2E(args[1:], stdout, stderr)
+		err = e2e.MainE2E(args[1:], stdout, stderr)
 	case "boot":
 		err = bootbench.MainBoot(args[1:], stdout, stderr)
 	case "share":

@@ -76,7 +76,7 @@ func (v netsValue) Set(s string) error {
 		}
 		switch key {
 		case "tap":
-			n.Tap = val
+			n.Ifname = val
 		case "af_packet":
 			n.AFPacket = val
 		case "mac":
@@ -113,13 +113,13 @@ func (v netsValue) Set(s string) error {
 			return fmt.Errorf("--net: unknown key %q; expected %s", key, netUsage)
 		}
 	}
-	if (n.Tap == "") == (n.AFPacket == "") {
+	if (n.Ifname == "") == (n.AFPacket == "") {
 		return fmt.Errorf("--net %q: give one of tap=NAME or af_packet=IFNAME", s)
 	}
 	if n.AFPacket != "" && n.IO == virtionet.IOUring {
 		return fmt.Errorf("--net %q: io=uring is for a tap; af_packet batches with sendmmsg already", s)
 	}
-	if n.Tap != "" && n.IO == "" {
+	if n.Ifname != "" && n.IO == "" {
 		// A batch of frames per system call: 2-3x the frames/s of one
 		// writev per frame (virtionet/README.md); the device falls back to
 		// writev, with a notice, where io_uring is unavailable.

@@ -43,11 +43,11 @@ func TestValidateNetConfig(t *testing.T) {
 		net  virtionet.Config
 		want string
 	}{
-		{"mtu 67", virtionet.Config{Tap: "t0", MTU: 67}, "mtu 67 is outside 68..65535"},
-		{"mtu 70000", virtionet.Config{Tap: "t0", MTU: 70000}, "mtu 70000 is outside"},
-		{"rx batch -1", virtionet.Config{Tap: "t0", Tuning: virtionet.Tuning{RxBatch: -1}}, "must not be negative"},
-		{"tx weight -5", virtionet.Config{Tap: "t0", Tuning: virtionet.Tuning{TxWeightPkts: -5}}, "must not be negative"},
-		{"good", virtionet.Config{Tap: "t0", MTU: 9000, Tuning: virtionet.DefaultTuning()}, ""},
+		{"mtu 67", virtionet.Config{Ifname: "t0", MTU: 67}, "mtu 67 is outside 68..65535"},
+		{"mtu 70000", virtionet.Config{Ifname: "t0", MTU: 70000}, "mtu 70000 is outside"},
+		{"rx batch -1", virtionet.Config{Ifname: "t0", Tuning: virtionet.Tuning{RxBatch: -1}}, "must not be negative"},
+		{"tx weight -5", virtionet.Config{Ifname: "t0", Tuning: virtionet.Tuning{TxWeightPkts: -5}}, "must not be negative"},
+		{"good", virtionet.Config{Ifname: "t0", MTU: 9000, Tuning: virtionet.DefaultTuning()}, ""},
 	} {
 		cfg := vmm.Config{Kernel: "/no/such/kernel", MemBytes: 256 << 20, CPUs: 1, Nets: []vmm.NetConfig{{Config: tc.net}}}
 		err := cfg.Validate()
@@ -66,7 +66,7 @@ func TestNetCaptureAndRateOptions(t *testing.T) {
 		t.Fatalf("%+v, %v", nets, err)
 	}
 	c := nets[0].Config
-	want := virtionet.Config{Tap: "t0", IO: virtionet.IOUring, Pcap: "/tmp/x.pcap",
+	want := virtionet.Config{Ifname: "t0", IO: virtionet.IOUring, Pcap: "/tmp/x.pcap",
 		RxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 10e6, Burst: 64 << 10}, Frames: virtionet.Bucket{Rate: 1000}},
 		TxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 1e9}, Frames: virtionet.Bucket{Rate: 5000, Burst: 50}}}
 	if c.Pcap != want.Pcap || c.RxLimit != want.RxLimit || c.TxLimit != want.TxLimit {

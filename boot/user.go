@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// The user-mode start (issue 5): under PVM, guest code runs natively only
+// The user-mode start: under PVM, guest code runs natively only
 // in a vCPU that starts at CPL3 and never enters CPL0. LoadUser sets up
 // everything such a guest needs so that it never has to: all RAM and the
 // 3-4 GiB MMIO window identity-mapped as user pages, port I/O allowed

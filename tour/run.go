@@ -83,7 +83,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	statsFile := filepath.Join(dir, "stats.json")
 	var console, trace syncbuf.Buffer
 	nc := vmm.NetConfig{Config: virtionet.Config{
-		Tap: tapName, MAC: guestMAC, IO: virtionet.IOUring, Tuning: virtionet.DefaultTuning(), Trace: &trace,
+		Ifname: tapName, MAC: guestMAC, IO: virtionet.IOUring, Tuning: virtionet.DefaultTuning(), Trace: &trace,
 	}}
 	start := time.Now()
 	var status int

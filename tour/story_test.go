@@ -27,7 +27,7 @@ kvm: MSRs this KVM refused: [0xc0010007]
 `
 
 func pingStats() virtionet.Stats {
-	return virtionet.Stats{Tap: "tvtour0", IO: "uring", Queues: []virtionet.QueueStats{
+	return virtionet.Stats{Ifname: "tvtour0", IO: "uring", Queues: []virtionet.QueueStats{
 		{Queue: "rx", Frames: 1, Bytes: 98, Kicks: 1, Interrupts: 1},
 		{Queue: "tx", Frames: 1, Bytes: 98, Kicks: 1, Interrupts: 1},
 	}}

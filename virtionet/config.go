@@ -15,7 +15,7 @@ const (
 	// DefaultNotifyThreshold publishes used entries (and signals the
 	// guest if it asked) every this many tx chains within a run, and sets
 	// avail_event this many minus one ahead during a burst. Chosen from
-	// four sweeps of `go run ./cmd/benchdevice -only 000` (virtionet/README.md):
+	// four sweeps of `go run . bench device -only 000` (virtionet/README.md):
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
@@ -36,9 +36,10 @@ const (
 
 // Config is what the VMM (and the CLI) hand to New.
 type Config struct {
-	// Tap is the tap interface to open or create.
-	Tap string
-	// AFPacket, instead of Tap, names a host interface that the guest
+	// Ifname is the host interface the device is on: the tap to open or
+	// create, or, with AFPacket, that interface (New fills it in).
+	Ifname string
+	// AFPacket, instead of a tap, names a host interface that the guest
 	// joins through an AF_PACKET socket (--net af_packet=IFNAME).
 	AFPacket string
 	// IO is how the worker moves frames on a tap (--net ...,io=): IOWritev
@@ -46,7 +47,7 @@ type Config struct {
 	// chains with one io_uring_enter, and falls back to writev, with a
 	// notice, where io_uring is unavailable. af_packet always batches.
 	IO string
-	// MAC is the guest's MAC; nil means a stable one derived from Tap.
+	// MAC is the guest's MAC; nil means a stable one derived from Ifname.
 	MAC net.HardwareAddr
 	// MTU offered to the guest (VIRTIO_NET_F_MTU); 0 means 1500.
 	MTU int
@@ -65,7 +66,8 @@ type Config struct {
 	Log func(format string, args ...any)
 }
 
-// Tuning holds the knobs of the vhost-style datapath (issue 4). Start from
+// Tuning holds the knobs of the vhost-style datapath (vhost-net's weights,
+// batch and notification rules, and two of our own). Start from
 // DefaultTuning: in a zero Tuning every weight means "unlimited".
 type Tuning struct {
 	// Weights bound one run of the worker on a queue; 0 means unlimited.
@@ -121,13 +123,13 @@ func (c Config) normalized() (Config, error) {
 		c.MTU = DefaultMTU
 	}
 	if c.MTU < MinMTU || c.MTU > MaxMTU {
-		return c, fmt.Errorf("net %s: mtu %d is outside %d..%d", c.Tap, c.MTU, MinMTU, MaxMTU)
+		return c, fmt.Errorf("net %s: mtu %d is outside %d..%d", c.Ifname, c.MTU, MinMTU, MaxMTU)
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
 	}
 	if c.QueueSize&(c.QueueSize-1) != 0 || c.QueueSize > 32768 {
-		return c, fmt.Errorf("net %s: queue size %d is not a power of two up to 32768", c.Tap, c.QueueSize)
+		return c, fmt.Errorf("net %s: queue size %d is not a power of two up to 32768", c.Ifname, c.QueueSize)
 	}
 	if c.RxBatch == 0 {
 		c.RxBatch = DefaultRxBatch
@@ -138,7 +140,7 @@ func (c Config) normalized() (Config, error) {
 	t := c.Tuning
 	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.TxPollUs, t.RxIrqGapUs} {
 		if v < 0 {
-			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Tap)
+			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Ifname)
 		}
 	}
 	for _, b := range []struct {
@@ -146,7 +148,7 @@ func (c Config) normalized() (Config, error) {
 		b    Bucket
 	}{{"rx-rate", c.RxLimit.Bytes}, {"rx-pps", c.RxLimit.Frames}, {"tx-rate", c.TxLimit.Bytes}, {"tx-pps", c.TxLimit.Frames}} {
 		if err := b.b.validate(b.what); err != nil {
-			return c, fmt.Errorf("net %s: %v", c.Tap, err)
+			return c, fmt.Errorf("net %s: %v", c.Ifname, err)
 		}
 	}
 	switch c.IO {
@@ -154,16 +156,16 @@ func (c Config) normalized() (Config, error) {
 		c.IO = IOWritev
 	case IOUring:
 		if c.AFPacket != "" {
-			return c, fmt.Errorf("net %s: io=uring is for a tap; af_packet batches with sendmmsg already", c.Tap)
+			return c, fmt.Errorf("net %s: io=uring is for a tap; af_packet batches with sendmmsg already", c.Ifname)
 		}
 	default:
-		return c, fmt.Errorf("net %s: io %q: use writev or uring", c.Tap, c.IO)
+		return c, fmt.Errorf("net %s: io %q: use writev or uring", c.Ifname, c.IO)
 	}
 	if c.MAC == nil {
-		c.MAC = DefaultMAC(c.Tap)
+		c.MAC = DefaultMAC(c.Ifname)
 	}
 	if len(c.MAC) != 6 || c.MAC[0]&1 != 0 {
-		return c, fmt.Errorf("net %s: mac %v is not a 6-byte unicast address", c.Tap, c.MAC)
+		return c, fmt.Errorf("net %s: mac %v is not a 6-byte unicast address", c.Ifname, c.MAC)
 	}
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}

@@ -324,65 +324,6 @@ func testHostileRxChains(t *testing.T, io string) {
 	}
 }
 
-func TestFeaturesFollowBackendOffloads(t *testing.T) {
-	if f := offeredFeatures(0); f&(FeatCsum|FeatGuestCsum|FeatHostTSO4|FeatGuestTSO4|FeatHostTSO6|FeatGuestTSO6) != 0 {
-		t.Errorf("offloads offered without tap support: %#x", f)
-	}
-	f := offeredFeatures(tunFCsum | tunFTSO4)
-	if f&(FeatCsum|FeatGuestCsum|FeatHostTSO4|FeatGuestTSO4) == 0 || f&(FeatHostTSO6|FeatGuestTSO6) != 0 {
-		t.Errorf("csum+tso4 tap: features %#x", f)
-	}
-	for _, bit := range []uint64{FeatMAC, FeatStatus, FeatMTU, FeatMrgRxBuf, FeatEventIdx, FeatIndirectDesc, FeatVersion1} {
-		if f&bit == 0 {
-			t.Errorf("feature %#x not offered", bit)
-		}
-	}
-	if got := tunOffloadsFor(FeatGuestCsum | FeatGuestTSO6 | FeatHostTSO4); got != tunFCsum|tunFTSO6 {
-		t.Errorf("offloads for acked features: %#x", got)
-	}
-	if got := tunOffloadsFor(FeatGuestTSO4); got != 0 {
-		t.Errorf("TSO without GUEST_CSUM gave offloads %#x", got)
-	}
-}
-
-func TestConfigSpaceLayout(t *testing.T) {
-	sp, _ := NewSocketPair()
-	mac := []byte{0x52, 0x54, 0, 1, 2, 3}
-	d, err := NewWithBackend(Config{MAC: mac, MTU: 9000}, sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	b := make([]byte, 16)
-	d.ReadConfig(0, b)
-	want := []byte{0x52, 0x54, 0, 1, 2, 3, 1, 0, 1, 0, 0x28, 0x23, 0, 0, 0, 0}
-	if !bytes.Equal(b, want) {
-		t.Errorf("config %x, want %x", b, want)
-	}
-	one := make([]byte, 2)
-	d.ReadConfig(10, one)
-	if one[0] != 0x28 || one[1] != 0x23 {
-		t.Errorf("mtu read at offset 10: %x", one)
-	}
-	d.ReadConfig(1<<63, one) // far past the end: zeros, no panic
-	if d.Type() != 1 || len(d.QueueMaxSizes()) != 2 {
-		t.Errorf("type %d, %d queues", d.Type(), len(d.QueueMaxSizes()))
-	}
-}
-
-func TestDefaultMACIsStableAndLocal(t *testing.T) {
-	a, b, c := DefaultMAC("tap0"), DefaultMAC("tap0"), DefaultMAC("tap1")
-	if a.String() != b.String() || a.String() == c.String() {
-		t.Errorf("macs %v %v %v", a, b, c)
-	}
-	if a[0]&2 == 0 || a[0]&1 != 0 {
-		t.Errorf("mac %v is not locally administered unicast", a)
-	}
-	if _, err := ParseMAC("01:00:00:00:00:01"); err == nil {
-		t.Error("multicast mac accepted")
-	}
-}
-
 func testStatsJSONAndText(t *testing.T, io string) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()

@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/uring"
 )
 
@@ -49,12 +47,12 @@ type Device struct {
 
 var _ devices.VirtioDevice = (*Device)(nil)
 
-// New opens (or creates) the tap cfg.Tap, or the AF_PACKET socket on
+// New opens (or creates) the tap cfg.Ifname, or the AF_PACKET socket on
 // cfg.AFPacket, and returns the device on it. cfg.Log is told which.
 func New(cfg Config) (*Device, error) {
 	if cfg.AFPacket != "" {
-		if cfg.Tap == "" {
-			cfg.Tap = cfg.AFPacket
+		if cfg.Ifname == "" {
+			cfg.Ifname = cfg.AFPacket
 		}
 		p, err := OpenAFPacket(cfg.AFPacket)
 		if err != nil {
@@ -73,10 +71,10 @@ func New(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Tap == "" {
+	if cfg.Ifname == "" {
 		return nil, errors.New("net: no tap name given (use --net tap=NAME)")
 	}
-	tap, err := OpenTap(cfg.Tap, cfg.MTU)
+	tap, err := OpenTap(cfg.Ifname, cfg.MTU)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +89,8 @@ func New(cfg Config) (*Device, error) {
 // NewWithBackend returns a device on an already open backend, which it
 // then owns (Close closes it).
 func NewWithBackend(cfg Config, b Backend) (*Device, error) {
-	if cfg.Tap == "" {
-		cfg.Tap = b.Name()
+	if cfg.Ifname == "" {
+		cfg.Ifname = b.Name()
 	}
 	cfg, err := cfg.normalized()
 	if err != nil {
@@ -108,9 +106,9 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 	d.limits = [2]*limiter{newLimiter(cfg.RxLimit, now), newLimiter(cfg.TxLimit, now)}
 	if cfg.Pcap != "" {
 		if d.capture, err = openCapture(cfg.Pcap, cfg.Log); err != nil {
-			return nil, fmt.Errorf("net %s: %v", cfg.Tap, err)
+			return nil, fmt.Errorf("net %s: %v", cfg.Ifname, err)
 		}
-		cfg.Log("net %s: capturing every frame to %s", cfg.Tap, cfg.Pcap)
+		cfg.Log("net %s: capturing every frame to %s", cfg.Ifname, cfg.Pcap)
 	}
 	if cfg.IO == IOUring {
 		d.openRing()
@@ -139,7 +137,7 @@ func (d *Device) openRing() {
 		if r != nil {
 			r.Close()
 		}
-		d.cfg.Log("net %s: io_uring unavailable (%v); one writev per frame", d.cfg.Tap, err)
+		d.cfg.Log("net %s: io_uring unavailable (%v); one writev per frame", d.cfg.Ifname, err)
 		return
 	}
 	d.ring = r
@@ -189,10 +187,10 @@ func (d *Device) WriteConfig(offset uint64, data []byte) {}
 func (d *Device) Activate(a devices.Activation) error {
 	if len(a.Queues) < 2 || len(a.Kicks) < 2 {
 		return fmt.Errorf("net %s: activation needs an rx and a tx queue, got %d queues and %d kicks",
-			d.cfg.Tap, len(a.Queues), len(a.Kicks))
+			d.cfg.Ifname, len(a.Queues), len(a.Kicks))
 	}
 	if a.Features&^d.features != 0 {
-		return fmt.Errorf("net %s: driver acked features %#x that were not offered", d.cfg.Tap, a.Features&^d.features)
+		return fmt.Errorf("net %s: driver acked features %#x that were not offered", d.cfg.Ifname, a.Features&^d.features)
 	}
 	d.Reset()
 	if err := d.backend.SetVnetHdrSize(vnetHdrLen(a.Features)); err != nil {
@@ -244,7 +242,7 @@ func (d *Device) Close() error {
 
 // Stats returns the device's counters; safe while the worker runs.
 func (d *Device) Stats() Stats {
-	return Stats{Tap: d.cfg.Tap, IO: d.IO(), WorkerCPUNs: d.workerCPU(), Queues: []QueueStats{
+	return Stats{Ifname: d.cfg.Ifname, IO: d.IO(), WorkerCPUNs: d.workerCPU(), Queues: []QueueStats{
 		d.counters[rxQueue].snapshot("rx"),
 		d.counters[txQueue].snapshot("tx"),
 	}}
@@ -256,23 +254,9 @@ func (d *Device) Stats() Stats {
 func (d *Device) workerCPU() uint64 {
 	ns := d.workerCPUDone.Load()
 	if tid := d.workerTid.Load(); tid != 0 {
-		if now, start := threadCPU(tid), d.workerCPUStart.Load(); now >= start {
+		if now, start := schedstat.ThreadCPU(int(tid)), d.workerCPUStart.Load(); now >= start {
 			ns += now - start
 		}
 	}
-	return ns
-}
-
-// threadCPU is the CPU time of thread tid of this process, 0 if unknown.
-func threadCPU(tid int32) uint64 {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(int(tid)) + "/schedstat")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	ns, _ := strconv.ParseUint(f[0], 10, 64)
 	return ns
 }

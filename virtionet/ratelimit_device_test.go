@@ -27,7 +27,7 @@ type flood struct {
 const floodFrame = 1000 // bytes, vnet header not counted
 
 func newFlood(t testing.TB, tx, rx virtionet.RateLimit) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
-	return newFloodConfig(t, virtionet.Config{Tap: "rate0", Tuning: virtionet.DefaultTuning(), TxLimit: tx, RxLimit: rx})
+	return newFloodConfig(t, virtionet.Config{Ifname: "rate0", Tuning: virtionet.DefaultTuning(), TxLimit: tx, RxLimit: rx})
 }
 
 func newFloodConfig(t testing.TB, cfg virtionet.Config) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
@@ -185,7 +185,7 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 func BenchmarkCapture(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprint("pcap=", on), func(b *testing.B) {
-			cfg := virtionet.Config{Tap: "cap0", Tuning: virtionet.DefaultTuning()}
+			cfg := virtionet.Config{Ifname: "cap0", Tuning: virtionet.DefaultTuning()}
 			if on {
 				cfg.Pcap = filepath.Join(b.TempDir(), "net.pcap")
 			}

@@ -41,8 +41,8 @@ func TestParseBucket(t *testing.T) {
 
 func TestConfigRejectsBadBuckets(t *testing.T) {
 	for _, c := range []Config{
-		{Tap: "t0", RxLimit: RateLimit{Bytes: Bucket{Burst: 10}}},
-		{Tap: "t0", TxLimit: RateLimit{Frames: Bucket{Rate: maxRate + 1}}},
+		{Ifname: "t0", RxLimit: RateLimit{Bytes: Bucket{Burst: 10}}},
+		{Ifname: "t0", TxLimit: RateLimit{Frames: Bucket{Rate: maxRate + 1}}},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)

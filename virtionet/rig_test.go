@@ -102,7 +102,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.backend != nil {
 		b = o.backend
 	}
-	r.dev, err = NewWithBackend(Config{Tap: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
+	r.dev, err = NewWithBackend(Config{Ifname: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
 		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit}, b)
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,9 @@ type QueueStats struct {
 
 // Stats is a snapshot of the device's counters; it marshals to JSON.
 type Stats struct {
-	Tap string `json:"tap"`
+	// Ifname is the device's host interface, a tap or af_packet's; its
+	// JSON key stays "tap" for the readers of saved stats.
+	Ifname string `json:"tap"`
 	// IO is how tx frames reach the backend: writev, uring or sendmmsg.
 	IO     string       `json:"io,omitempty"`
 	Queues []QueueStats `json:"queues"`
@@ -139,7 +141,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 // String is the text form printed by --stats.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "net %s: worker CPU %.3f s, tx by %s\n", s.Tap, float64(s.WorkerCPUNs)/1e9, s.IO)
+	fmt.Fprintf(&b, "net %s: worker CPU %.3f s, tx by %s\n", s.Ifname, float64(s.WorkerCPUNs)/1e9, s.IO)
 	for _, q := range s.Queues {
 		fmt.Fprintf(&b, "  %s: %d frames, %d bytes, %d kicks, %d interrupts, budget hits %d pkts / %d bytes",
 			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)

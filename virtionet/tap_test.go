@@ -32,7 +32,7 @@ func openInNS(t *testing.T, ns *scratchns.NS, tap, io string) (*virtionet.Device
 	var dev *virtionet.Device
 	err := ns.Do(func() error {
 		var err error
-		dev, err = virtionet.New(virtionet.Config{Tap: tap, Tuning: virtionet.DefaultTuning(), IO: io,
+		dev, err = virtionet.New(virtionet.Config{Ifname: tap, Tuning: virtionet.DefaultTuning(), IO: io,
 			Log: func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) }})
 		return err
 	})
@@ -147,7 +147,7 @@ func TestTapCreatedWhenMissingAndBusyWhenTaken(t *testing.T) {
 		t.Errorf("log %q does not say it created the tap", log)
 	}
 	err := ns.Do(func() error {
-		_, err := virtionet.New(virtionet.Config{Tap: "tvtap7"})
+		_, err := virtionet.New(virtionet.Config{Ifname: "tvtap7"})
 		return err
 	})
 	if err == nil || !strings.Contains(err.Error(), "busy") || strings.Contains(err.Error(), "\n") {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/schedstat"
 )
 
 // burstPollNs is how soon the worker looks at the tx ring again while it
@@ -97,7 +98,7 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 	for i := range w.q {
 		q := a.Queues[i]
 		if q == nil || !q.Ready {
-			return nil, fmt.Errorf("net %s: queue %d is not ready at DRIVER_OK", d.cfg.Tap, i)
+			return nil, fmt.Errorf("net %s: queue %d is not ready at DRIVER_OK", d.cfg.Ifname, i)
 		}
 		q.EventIdx = a.Features&FeatEventIdx != 0
 		q.AvailEventAhead = 0
@@ -108,7 +109,7 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 	}
 	if err := w.openPoll(); err != nil {
 		w.closePoll()
-		return nil, fmt.Errorf("net %s: %v", d.cfg.Tap, err)
+		return nil, fmt.Errorf("net %s: %v", d.cfg.Ifname, err)
 	}
 	return w, nil
 }
@@ -175,11 +176,11 @@ func (w *worker) run() {
 	defer w.setBatch(false) // back to normal before the thread returns to Go's pool
 	// The thread may have run other goroutines before: count from now.
 	tid := int32(unix.Gettid())
-	w.d.workerCPUStart.Store(threadCPU(tid))
+	w.d.workerCPUStart.Store(schedstat.ThreadCPU(int(tid)))
 	w.d.workerTid.Store(tid)
 	defer func() {
 		w.d.workerTid.Store(0)
-		w.d.workerCPUDone.Add(threadCPU(tid) - w.d.workerCPUStart.Load())
+		w.d.workerCPUDone.Add(schedstat.ThreadCPU(int(tid)) - w.d.workerCPUStart.Load())
 	}()
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)
@@ -197,7 +198,7 @@ func (w *worker) run() {
 			continue
 		}
 		if err != nil {
-			w.fail(fmt.Errorf("net %s: epoll_wait: %v", w.d.cfg.Tap, err))
+			w.fail(fmt.Errorf("net %s: epoll_wait: %v", w.d.cfg.Ifname, err))
 			return
 		}
 		for _, ev := range events[:n] {
@@ -273,7 +274,7 @@ func (w *worker) breakQueue(qi int, err error) {
 	if qi == rxQueue {
 		w.watchBackend(false)
 	}
-	w.fail(fmt.Errorf("net %s %s queue: %w", w.d.cfg.Tap, queueName(qi), err))
+	w.fail(fmt.Errorf("net %s %s queue: %w", w.d.cfg.Ifname, queueName(qi), err))
 }
 
 // publish makes the used entries visible and interrupts the guest if it
@@ -337,7 +338,7 @@ func (w *worker) watchBackend(on bool) {
 func (w *worker) dropBackend() {
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
 	w.tapWatched = false
-	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Tap)
+	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Ifname)
 }
 
 // armPoll makes the worker look at the tx ring again soon.
@@ -397,7 +398,7 @@ func (w *worker) dropRing(err error) {
 	}
 	d.mu.Unlock()
 	if first { // one notice per device
-		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Tap, err)
+		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Ifname, err)
 	}
 }
 

@@ -113,7 +113,7 @@ func (c *Config) check() error {
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nets {
-		name := n.Tap
+		name := n.Ifname
 		if n.AFPacket != "" {
 			name = n.AFPacket
 		}

@@ -137,7 +137,7 @@ func TestLinuxGuestKernelAnswersPing(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var nc NetConfig
-	nc.Tap = "tvko0"
+	nc.Ifname = "tvko0"
 	cfg := Config{
 		Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 1, Nets: []NetConfig{nc},
 		Cmdline: "ip=10.0.2.15::10.0.2.1:255.255.255.0::eth0:off",
@@ -203,7 +203,7 @@ func TestLinuxGuestFindsVirtioNet(t *testing.T) {
 	ns := netnstest.Setup(t)
 	mac := "52:54:00:12:34:56"
 	var nc NetConfig
-	nc.Tap = "tvnet0"
+	nc.Ifname = "tvnet0"
 	nc.MAC, _ = net.ParseMAC(mac)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -254,7 +254,7 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 				t.Fatal(err)
 			}
 			var nc NetConfig
-			nc.Tap, nc.IO = "tvping0", tc.io
+			nc.Ifname, nc.IO = "tvping0", tc.io
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var console, log syncbuf.Buffer

@@ -51,7 +51,7 @@ func (m *machine) attachPCI() error {
 	}
 	var fns []fn
 	for _, n := range m.nets {
-		fns = append(fns, fn{"net " + n.dev.Stats().Tap, n.dev, func(t *devices.VirtioPCI) { n.transport = t }})
+		fns = append(fns, fn{"net " + n.dev.Stats().Ifname, n.dev, func(t *devices.VirtioPCI) { n.transport = t }})
 	}
 	for _, s := range m.shares {
 		fns = append(fns, fn{"share " + s.cfg.HostDir, s.dev, func(t *devices.VirtioPCI) { s.transport = t }})

@@ -148,7 +148,7 @@ func TestConfigCheck(t *testing.T) {
 		"notify":    func(c *Config) { c.Notify = "poll" },
 		"no kernel": func(c *Config) { c.Kernel = "" },
 		"tap empty": func(c *Config) { c.Nets = []NetConfig{{}} },
-		"tap twice": func(c *Config) { c.Nets = make([]NetConfig, 2); c.Nets[0].Tap, c.Nets[1].Tap = "t", "t" },
+		"tap twice": func(c *Config) { c.Nets = make([]NetConfig, 2); c.Nets[0].Ifname, c.Nets[1].Ifname = "t", "t" },
 	} {
 		c := good
 		mut(&c)

@@ -6,7 +6,6 @@
 package bootbench
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,16 +58,8 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Out, "out", o.Out, "directory for boot.json and boot.png")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "longest one boot may take")
 	fs.StringVar(&o.Report, "report", "", "print and plot an existing boot.json `FILE` (no boots)")
-	if err := cliflag.Parse(fs, "bench boot", args); errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "Usage: tinyvmm bench boot [flags]   (where /dev/kvm is missing or PVM: bench/boot.sh)")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return nil
-	} else if err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench boot", "Usage: tinyvmm bench boot [flags]   (where /dev/kvm is missing or PVM: bench/boot.sh)", args, stdout); help || err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cliflag.Usagef("bench boot: unexpected argument %q; see tinyvmm bench boot --help", fs.Arg(0))
 	}
 	if o.Runs < 1 || o.MemMiB < 16 {
 		return cliflag.Usagef("bench boot: --runs %d --mem %d: want at least 1 run and 16 MiB", o.Runs, o.MemMiB)

@@ -61,7 +61,7 @@ func run(out io.Writer) error {
 	defer unix.Close(sp.Peer)
 	var trace syncbuf.Buffer
 	dev, err := virtionet.NewWithBackend(virtionet.Config{
-		Tap: "example", MAC: guestMAC, Tuning: virtionet.DefaultTuning(), Trace: &trace,
+		Ifname: "example", MAC: guestMAC, Tuning: virtionet.DefaultTuning(), Trace: &trace,
 	}, sp)
 	if err != nil {
 		return err

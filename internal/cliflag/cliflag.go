@@ -66,3 +66,21 @@ func Message(err error) string {
 	}
 	return msg
 }
+
+// ParseFlagsOnly is Parse for a command that takes flags and no arguments
+// (the benchmarks). For -h/--help it prints usage, then the flags, to
+// stdout and returns help = true; an argument left over is a UsageError.
+func ParseFlagsOnly(fs *flag.FlagSet, command, usage string, args []string, stdout io.Writer) (help bool, err error) {
+	if err := Parse(fs, command, args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	if fs.NArg() > 0 {
+		return false, Usagef("%s: unexpected argument %q; see tinyvmm %s --help", command, fs.Arg(0), command)
+	}
+	return false, nil
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +34,30 @@ func TestParse(t *testing.T) {
 	}
 	if !IsUsage(fmt.Errorf("wrapped: %w", Usagef("bad"))) || IsUsage(errors.New("runtime")) {
 		t.Error("IsUsage does not tell usage errors from others")
+	}
+}
+
+func TestParseFlagsOnly(t *testing.T) {
+	newFS := func() *flag.FlagSet {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.Int("runs", 3, "how many runs")
+		return fs
+	}
+	var out strings.Builder
+	help, err := ParseFlagsOnly(newFS(), "bench x", "Usage: tinyvmm bench x [flags]", []string{"--help"}, &out)
+	if !help || err != nil || !strings.HasPrefix(out.String(), "Usage: tinyvmm bench x [flags]\n") || !strings.Contains(out.String(), "-runs") {
+		t.Errorf("--help: help=%v err=%v output %q", help, err, out.String())
+	}
+	out.Reset()
+	help, err = ParseFlagsOnly(newFS(), "bench x", "usage", []string{"--runs", "2", "extra"}, &out)
+	if want := `bench x: unexpected argument "extra"; see tinyvmm bench x --help`; help || !IsUsage(err) || err.Error() != want {
+		t.Errorf("extra argument: help=%v err=%v, want the usage error %q", help, err, want)
+	}
+	help, err = ParseFlagsOnly(newFS(), "bench x", "usage", []string{"--bogus"}, &out)
+	if help || !IsUsage(err) || out.Len() != 0 {
+		t.Errorf("bad flag: help=%v err=%v output %q, want a usage error and no output", help, err, out.String())
+	}
+	if help, err = ParseFlagsOnly(newFS(), "bench x", "usage", []string{"--runs", "2"}, &out); help || err != nil {
+		t.Errorf("good flags: help=%v err=%v", help, err)
 	}
 }

@@ -19,7 +19,7 @@ const (
 )
 
 // DefaultPackages are the packages whose tests need a /dev/kvm.
-var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/...", "./examples/..."}
+var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/e2e/...", "./bench/boot/...", "./bench/share/...", "./examples/..."}
 
 // TestNestedKVM boots L1 under QEMU TCG and runs kvmprobe, the KVM packages'
 // tests and `tinyvmm run -- uname -a` there:

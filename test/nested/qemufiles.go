@@ -10,7 +10,7 @@ import (
 )
 
 // QEMUData are the firmware files that the bench's QEMU command line
-// (bench/guest.go: -M q35, -kernel with a PVH ELF, virtio-net-pci) opens, as
+// (bench/e2e/guest.go: -M q35, -kernel with a PVH ELF, virtio-net-pci) opens, as
 // strace showed: SeaBIOS, the PVH boot option ROM, the vAPIC option ROM and
 // virtio-net's option ROM; and qboot, the firmware of bench boot's -M microvm.
 // Nothing else of QEMU's data goes into L1.

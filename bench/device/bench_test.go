@@ -1,0 +1,126 @@
+package device
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/ethframe"
+	"tinyvmm/virtionet"
+)
+
+// benchCases are the backends and feature sets of the frames/s
+// benchmarks: a tap with everything it accepts or with no checksum/TSO
+// offloads, the same with io=uring, and af_packet (which has none);
+// mergeable buffers in all.
+var benchCases = []struct {
+	name     string
+	afPacket bool
+	io       string
+	feat     uint64
+}{
+	{"tap/offloads=on", false, "", 0},
+	{"tap/offloads=off", false, "", rxFeatures | virtionet.FeatMrgRxBuf},
+	{"tap+uring/offloads=on", false, virtionet.IOUring, 0},
+	{"tap+uring/offloads=off", false, virtionet.IOUring, rxFeatures | virtionet.FeatMrgRxBuf},
+	{"af_packet", true, "", rxFeatures | virtionet.FeatMrgRxBuf},
+}
+
+// waitFrames waits until counter() has grown by n, or 30 s.
+func waitFrames(counter func() uint64, n uint64) {
+	start := counter()
+	deadline := time.Now().Add(30 * time.Second)
+	for counter()-start < n && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// BenchmarkTx: the Go driver floods UDP frames through the device and the
+// backend to a socket in the namespace.
+func BenchmarkTx(b *testing.B) {
+	skipUnlessNetns(b)
+	for _, oc := range benchCases {
+		for _, size := range []int{64, 1514} {
+			b.Run(fmt.Sprintf("%s/frame=%d", oc.name, size), func(b *testing.B) {
+				env, err := newEnvIO(oc.afPacket, oc.io, virtionet.DefaultTuning(), oc.feat)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer env.Close()
+				sink, err := env.UDPSocket(9, time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer unix.Close(sink)
+				payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
+				frame := ethframe.AppendUDP(nil, env.HostMAC, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
+				txFrames := func() uint64 { return env.Dev.Stats().Queues[1].Frames }
+				cpu := func() uint64 { return env.Dev.Stats().WorkerCPUNs }
+				var stop atomic.Bool
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() { defer wg.Done(); guestFlood(env.Guest, frame, &stop) }()
+				waitFrames(txFrames, 1000)
+				b.ResetTimer()
+				calls := func() uint64 { return env.Dev.Stats().Queues[1].Syscalls }
+				start, t0, c0, s0 := txFrames(), time.Now(), cpu(), calls()
+				waitFrames(txFrames, uint64(b.N))
+				n := float64(txFrames() - start)
+				b.ReportMetric(n/time.Since(t0).Seconds(), "frames/s")
+				b.ReportMetric(float64(cpu()-c0)/n, "worker-ns/frame")
+				b.ReportMetric(n/float64(calls()-s0), "frames/syscall")
+				b.StopTimer()
+				stop.Store(true)
+				wg.Wait()
+			})
+		}
+	}
+}
+
+// BenchmarkRx: an AF_PACKET sender on the host side of the link floods
+// UDP frames that the device delivers into the Go driver's rx buffers.
+func BenchmarkRx(b *testing.B) {
+	skipUnlessNetns(b)
+	for _, oc := range benchCases {
+		for _, size := range []int{64, 1514} {
+			b.Run(fmt.Sprintf("%s/frame=%d", oc.name, size), func(b *testing.B) {
+				env, err := newEnvIO(oc.afPacket, oc.io, virtionet.DefaultTuning(), oc.feat)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer env.Close()
+				fd, err := env.PacketSocket()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer unix.Close(fd)
+				payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
+				frame := ethframe.AppendUDP(nil, env.Guest.MAC, env.HostMAC, HostIP, GuestIP, 5000, 9, payload)
+				rxFrames := func() uint64 { return env.Dev.Stats().Queues[0].Frames }
+				cpu := func() uint64 { return env.Dev.Stats().WorkerCPUNs }
+				var stopSend, stopSink atomic.Bool
+				var wg sync.WaitGroup
+				wg.Add(2)
+				go func() { defer wg.Done(); hostFlood(fd, frame, &stopSend) }()
+				go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
+				waitFrames(rxFrames, 1000)
+				b.ResetTimer()
+				calls := func() uint64 { return env.Dev.Stats().Queues[0].Syscalls }
+				start, t0, c0, s0 := rxFrames(), time.Now(), cpu(), calls()
+				waitFrames(rxFrames, uint64(b.N))
+				n := float64(rxFrames() - start)
+				b.ReportMetric(n/time.Since(t0).Seconds(), "frames/s")
+				b.ReportMetric(float64(cpu()-c0)/n, "worker-ns/frame")
+				b.ReportMetric(n/float64(calls()-s0), "frames/syscall")
+				b.StopTimer()
+				stopSend.Store(true)
+				stopSink.Store(true)
+				wg.Wait()
+			})
+		}
+	}
+}

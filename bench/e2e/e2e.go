@@ -1,0 +1,268 @@
+// Package e2e is the end-to-end benchmark, `tinyvmm bench e2e`: the bench
+// guest under tinyvmm, the no-VM ceiling and QEMU (README.md here).
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"tinyvmm/kvm"
+)
+
+// Options configure `tinyvmm bench e2e`.
+type Options struct {
+	OutDir  string // JSON and plots go here
+	Runs    int    // runs per cell, interleaved between systems (at least 3)
+	Secs    int    // seconds per measurement
+	Kicks   []int  // experiment 000: a tx notify decision every N frames
+	Weights []int  // experiment 002: tinyvmm --tx-weight-pkts (0 = unlimited)
+	Polls   []int  // the tx poll sweep: tinyvmm --poll-us (0 = off), tx 64 B
+	// Variants are tinyvmm flag sets run beside the default, interleaved,
+	// on tx 64 B, rx 64 B and both pings (--variant NAME=FLAGS).
+	Variants []Variant
+	Budget   time.Duration // no new run starts after this; the rest show as not run
+	ELF      string        // the bench guest
+	Tinyvmm  string        // the tinyvmm binary
+	QEMU     string        // qemu-system-x86_64
+	// QEMUMachine is QEMU's -M (--qemu-machine).
+	QEMUMachine string
+	// QEMUPreload is LD_PRELOADed into QEMU (--qemu-preload): the nested
+	// L1 keeps QEMU off io_uring with it.
+	QEMUPreload string
+	Out         io.Writer // the table
+	// CPUProfile, when set, gets tinyvmm's Go CPU profile of its last tx
+	// run, and CPUProfile+".rx" that of its last rx run (a development
+	// flag of bench e2e, --cpuprofile).
+	CPUProfile string
+}
+
+// DefaultOptions are the settings of `make bench`: about 4 minutes here.
+func DefaultOptions() Options {
+	return Options{
+		OutDir: "out/bench", Runs: 3, Secs: 2,
+		Kicks:   []int{1, 2, 4, 8, 16, 32, 64},
+		Weights: []int{0, 64, 128, 256, 512, 1024, 2048, 4096},
+		Budget:  14 * time.Minute,
+		ELF:     "out/guest/bench.elf", Tinyvmm: "bin/tinyvmm", QEMU: "qemu-system-x86_64", QEMUMachine: DefaultQEMUMachine,
+		Out: os.Stdout,
+	}
+}
+
+// Variant is a named set of extra tinyvmm flags (--variant NAME=FLAGS).
+type Variant struct {
+	Name string
+	Args []string
+}
+
+// experiment is one row of the comparison: a measurement run per system.
+type experiment struct {
+	Key, Title, Unit string
+	Systems          []System
+	run              func(sys System) Sample
+}
+
+// systemState says whether a system runs here and how it is labelled.
+type systemState struct {
+	Label      string `json:"label"`
+	Skip       string `json:"skip,omitempty"` // why it does not run
+	Comparable bool   `json:"comparable"`     // tinyvmm/system ratios mean something
+}
+
+func detectSystems(o Options, host kvm.Host) map[System]systemState {
+	st := map[System]systemState{
+		SysCeiling: {Label: "ceiling (no VM)", Comparable: true},
+	}
+	switch {
+	case !host.Usable:
+		st[SysTinyvmm] = systemState{Label: "tinyvmm", Skip: "skipped: " + host.Why}
+	case fileMissing(o.Tinyvmm):
+		st[SysTinyvmm] = systemState{Label: "tinyvmm", Skip: "skipped: no " + o.Tinyvmm + " (run make build)"}
+	default:
+		st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	}
+	q := systemState{Label: "QEMU (KVM)", Comparable: true}
+	switch {
+	case qemuAccel(host) == "kvm":
+	case !host.Usable:
+		q = systemState{Label: "QEMU (TCG, not comparable)"}
+	default:
+		q = systemState{Label: "QEMU (TCG; PVM host, not comparable)"}
+	}
+	if o.QEMUPreload != "" {
+		q.Label += ", LD_PRELOAD " + filepath.Base(o.QEMUPreload)
+	}
+	if _, err := exec.LookPath(o.QEMU); err != nil {
+		q.Skip = "skipped: no " + o.QEMU + " (apt-get install qemu-system-x86)"
+	}
+	st[SysQEMU] = q
+	return st
+}
+
+// qemuAccel is QEMU's -accel: kvm wherever /dev/kvm is hardware
+// virtualization, including the nested L1 of test/nested (real nested SVM).
+// On PVM QEMU's guest would run at CPL0 in PVM's instruction emulator,
+// slower than TCG.
+func qemuAccel(host kvm.Host) string {
+	if host.Usable && !host.PVM {
+		return "kvm"
+	}
+	return "tcg"
+}
+
+func fileMissing(p string) bool {
+	_, err := os.Stat(p)
+	return err != nil
+}
+
+func (o Options) experiments(r *runner) []experiment {
+	vms := []System{SysTinyvmm, SysQEMU}
+	all := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	exps := []experiment{
+		{"tx64", "guest->host pps, 64 B", "pps", all, func(s System) Sample { return r.tx(s, 64, 1, nil) }},
+		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},
+		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, nil) }},
+		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, false, nil) }},
+		{"ping_flood", "ping, guest flooding tx", "us", all, func(s System) Sample { return r.ping(s, true, nil) }},
+	}
+	for _, k := range o.Kicks {
+		exps = append(exps, experiment{fmt.Sprintf("kick%d", k), fmt.Sprintf("tx 64 B, kick=%d", k), "pps", vms,
+			func(s System) Sample { return r.tx(s, 64, k, nil) }})
+	}
+	for _, w := range o.Weights {
+		args := []string{"--tx-weight-pkts", strconv.Itoa(w)}
+		exps = append(exps, experiment{fmt.Sprintf("weight%d", w), "tx weight " + weightName(w), "us", []System{SysTinyvmm},
+			func(s System) Sample { return r.ping(s, true, args) }})
+	}
+	for _, v := range o.Variants {
+		for _, e := range []experiment{
+			{"tx64@" + v.Name, "guest->host pps, 64 B", "pps", nil, func(s System) Sample { return r.tx(s, 64, 1, v.Args) }},
+			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, v.Args) }},
+			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, false, v.Args) }},
+			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, true, v.Args) }},
+		} {
+			e.Systems = []System{SysTinyvmm}
+			exps = append(exps, e)
+		}
+	}
+	for _, p := range o.Polls {
+		args := []string{"--poll-us", strconv.Itoa(p)}
+		exps = append(exps, experiment{fmt.Sprintf("poll%d", p), fmt.Sprintf("tx 64 B, poll-us=%d", p), "pps", []System{SysTinyvmm},
+			func(s System) Sample { return r.tx(s, 64, 1, args) }})
+	}
+	return exps
+}
+
+func weightName(w int) string {
+	if w == 0 {
+		return "unlimited"
+	}
+	return strconv.Itoa(w)
+}
+
+// RunE2E runs every experiment on every system that can run here, Runs
+// times, interleaved, then prints the table and writes JSON and plots.
+func RunE2E(o Options) (*Report, error) {
+	if o.Runs < 1 || o.Secs < 1 {
+		return nil, errors.New("bench e2e: --runs and --secs must be at least 1")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("bench e2e: needs root for network namespaces and taps (run with sudo)")
+	}
+	if o.QEMUPreload != "" && fileMissing(o.QEMUPreload) {
+		return nil, fmt.Errorf("bench e2e: --qemu-preload %s: no such file", o.QEMUPreload)
+	}
+	if fileMissing(o.ELF) {
+		return nil, fmt.Errorf("bench e2e: no bench guest at %s (run guest/bench/build.sh)", o.ELF)
+	}
+	host := kvm.Detect()
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil && !fileMissing(a) {
+			return a
+		}
+		return p
+	}
+	cfg := GuestConfig{ELF: abs(o.ELF), Tinyvmm: abs(o.Tinyvmm), QEMU: o.QEMU, QEMUAccel: qemuAccel(host),
+		QEMUMachine: o.QEMUMachine, QEMUPreload: o.QEMUPreload}
+	bootMax := 60 * time.Second
+	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
+	rep := newReport(o, host, detectSystems(o, host))
+	exps := o.experiments(r)
+	rep.plan(exps)
+	// Ctrl-C or SIGTERM: no new run starts; the current one ends within
+	// its bounds and cleans up its namespace, and the table shows what ran.
+	var interrupted atomic.Bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; ok {
+			interrupted.Store(true)
+			fmt.Fprintln(o.Out, "bench e2e: interrupted; finishing the current run")
+		}
+	}()
+	start := time.Now()
+	fmt.Fprintf(o.Out, "bench e2e: %d experiments x %d runs, %d s each; %s\n", len(exps), o.Runs, o.Secs, host)
+	for round := 0; round < o.Runs; round++ {
+		for _, e := range exps {
+			systems := slices.Clone(e.Systems)
+			rotate(systems, round) // no system always goes first
+			for _, s := range systems {
+				if rep.Systems[s].Skip != "" {
+					continue
+				}
+				var smp Sample
+				switch {
+				case interrupted.Load():
+					smp = Sample{Err: "not run: interrupted"}
+				case time.Since(start) > o.Budget:
+					smp = Sample{Err: fmt.Sprintf("not run: over the %v budget", o.Budget)}
+				default:
+					smp = e.run(s)
+				}
+				rep.add(e, s, smp)
+				status := "ok"
+				if smp.Err != "" {
+					status = "FAILED: " + smp.Err
+				}
+				fmt.Fprintf(o.Out, "  [%3ds] run %d %-12s %-8s %10.0f %s  %s\n", int(time.Since(start).Seconds()),
+					round+1, e.Key, s, smp.Value, e.Unit, truncate(status, 160))
+			}
+		}
+	}
+	rep.finish(time.Since(start))
+	rep.printTable(o.Out)
+	if err := rep.write(o.OutDir); err != nil {
+		return rep, err
+	}
+	if interrupted.Load() {
+		return rep, errors.New("bench e2e: interrupted; the table shows the runs that finished")
+	}
+	fmt.Fprintf(o.Out, "\nwrote %s and %s\n", filepath.Join(o.OutDir, "e2e.json"), filepath.Join(o.OutDir, "e2e-*.png"))
+	return rep, nil
+}
+
+func rotate(s []System, n int) {
+	if len(s) == 0 {
+		return
+	}
+	n %= len(s)
+	r := append(slices.Clone(s[n:]), s[:n]...)
+	copy(s, r)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"tinyvmm/internal/cliflag"
+	"tinyvmm/internal/intlist"
+)
+
+// MainE2E parses the flags of `tinyvmm bench e2e` and runs it; cli_bench.go
+// calls it with the arguments after "bench e2e". The table goes to stdout,
+// --help too; a bad flag is a one-line cliflag.UsageError, returned before
+// anything runs.
+func MainE2E(args []string, stdout, stderr io.Writer) error {
+	o := DefaultOptions()
+	o.Out = stdout
+	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
+	fs.StringVar(&o.OutDir, "out", o.OutDir, "directory for e2e.json and the plots")
+	fs.IntVar(&o.Runs, "runs", o.Runs, "runs per cell, interleaved between systems; each cell is their median")
+	fs.IntVar(&o.Secs, "secs", o.Secs, "seconds per measurement")
+	fs.DurationVar(&o.Budget, "budget", o.Budget, "start no new run after this long (the rest show as not run)")
+	fs.StringVar(&o.ELF, "guest", o.ELF, "the bench guest ELF (guest/bench/build.sh)")
+	fs.StringVar(&o.Tinyvmm, "tinyvmm", o.Tinyvmm, "the tinyvmm binary")
+	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
+	fs.StringVar(&o.QEMUMachine, "qemu-machine", o.QEMUMachine, "QEMU's -M (the default has no PIT: the bench guest takes no interrupts)")
+	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (bench/nested.sh: L1's no-io-uring.so)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
+	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
+	fs.Func("variant", "also run tinyvmm with extra flags, interleaved: `NAME=FLAGS`, the flags apart by commas or spaces (like fast=--worker-batch,--poll-us=200; repeatable)", func(v string) error {
+		name, flags, ok := strings.Cut(v, "=")
+		if !ok || name == "" || strings.TrimSpace(flags) == "" {
+			return fmt.Errorf("want NAME=FLAGS, like batch=--worker-batch")
+		}
+		args := strings.FieldsFunc(flags, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+		o.Variants = append(o.Variants, Variant{Name: name, Args: args})
+		return nil
+	})
+	polls := fs.String("polls", intlist.Format(o.Polls), "tx poll sweep: tinyvmm --poll-us values for a 64 B tx flood (0 = off; empty: none)")
+	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench e2e", "Usage: tinyvmm bench e2e [flags]\n\nFlags:", args, stdout); help || err != nil {
+		return err
+	}
+	if o.Runs < 1 || o.Secs < 1 {
+		return cliflag.Usagef("bench e2e: --runs %d --secs %d: give at least 1 of each", o.Runs, o.Secs)
+	}
+	var err error
+	if o.Kicks, err = intlist.Parse(*kicks); err != nil {
+		return cliflag.Usagef("bench e2e: --kicks: %v", err)
+	}
+	if o.Weights, err = intlist.Parse(*weights); err != nil {
+		return cliflag.Usagef("bench e2e: --weights: %v", err)
+	}
+	if o.Polls, err = intlist.Parse(*polls); err != nil {
+		return cliflag.Usagef("bench e2e: --polls: %v", err)
+	}
+	_, err = RunE2E(o)
+	return err
+}

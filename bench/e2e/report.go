@@ -1,0 +1,414 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/kvm"
+)
+
+// Report is everything `bench e2e` measured, as written to e2e.json.
+type Report struct {
+	Date    time.Time              `json:"date"`
+	Machine Machine                `json:"machine"`
+	Runs    int                    `json:"runs_per_cell"`
+	Secs    int                    `json:"secs_per_run"`
+	Took    string                 `json:"took"`
+	Systems map[System]systemState `json:"systems"`
+	Cells   []*Cell                `json:"cells"`
+	byKey   map[string]*Cell
+	exps    []experiment
+}
+
+// Machine states where the numbers come from.
+type Machine struct {
+	Host    string `json:"host"`
+	CPU     string `json:"cpu"`
+	CPUs    int    `json:"cpus"`
+	Kernel  string `json:"kernel"`
+	LoadAvg string `json:"loadavg_at_start"`
+	KVM     string `json:"kvm"`
+	PVM     bool   `json:"pvm"`
+}
+
+// Cell is one experiment on one system: every run and their medians.
+type Cell struct {
+	Metric  string             `json:"metric"`
+	Title   string             `json:"title"`
+	Unit    string             `json:"unit"`
+	System  System             `json:"system"`
+	Samples []Sample           `json:"samples"`
+	OK      int                `json:"ok_runs"`
+	Median  float64            `json:"median"`
+	Detail  map[string]float64 `json:"median_detail,omitempty"`
+	// Per frame the guest moved, medians over the runs, from KVM's
+	// counters of the VM in the timed window (VMM cells of tx and rx):
+	// every VM exit, the guest's notify writes, the interrupts injected.
+	ExitsPerFrame *float64 `json:"exits_per_frame,omitempty"`
+	KicksPerFrame *float64 `json:"kicks_per_frame,omitempty"`
+	IRQsPerFrame  *float64 `json:"irqs_per_frame,omitempty"`
+}
+
+func newReport(o Options, host kvm.Host, systems map[System]systemState) *Report {
+	return &Report{Date: time.Now().UTC(), Machine: describeMachine(host), Runs: o.Runs, Secs: o.Secs,
+		Systems: systems, byKey: map[string]*Cell{}}
+}
+
+func describeMachine(host kvm.Host) Machine {
+	m := Machine{CPUs: runtime.NumCPU(), KVM: host.String(), PVM: host.PVM}
+	m.Host, _ = os.Hostname()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return m
+}
+
+// plan lists the experiments, so that rows of systems that never ran show.
+func (r *Report) plan(exps []experiment) { r.exps = exps }
+
+func (r *Report) add(e experiment, s System, smp Sample) {
+	key := e.Key + "/" + string(s)
+	c := r.byKey[key]
+	if c == nil {
+		c = &Cell{Metric: e.Key, Title: e.Title, Unit: e.Unit, System: s}
+		r.byKey[key] = c
+		r.Cells = append(r.Cells, c)
+	}
+	c.Samples = append(c.Samples, smp)
+}
+
+// finish takes the medians over the runs that worked.
+func (r *Report) finish(took time.Duration) {
+	r.Took = took.Round(time.Second).String()
+	for _, c := range r.Cells {
+		var vals []float64
+		details := map[string][]float64{}
+		for _, s := range c.Samples {
+			if s.Err != "" {
+				continue
+			}
+			vals = append(vals, s.Value)
+			for k, v := range s.Detail {
+				details[k] = append(details[k], v)
+			}
+		}
+		c.OK = len(vals)
+		if c.OK == 0 {
+			continue
+		}
+		c.Median = median(vals)
+		c.Detail = map[string]float64{}
+		for k, v := range details {
+			c.Detail[k] = median(v)
+		}
+		c.ExitsPerFrame = c.detailPtr("exits_per_frame")
+		c.KicksPerFrame = c.detailPtr("kicks_per_frame")
+		c.IRQsPerFrame = c.detailPtr("irqs_per_frame")
+	}
+}
+
+func (c *Cell) detailPtr(k string) *float64 {
+	if v, ok := c.Detail[k]; ok {
+		return &v
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func (r *Report) cell(metric string, s System) *Cell { return r.byKey[metric+"/"+string(s)] }
+
+// value is a cell's text: the median, its failures, or why it did not run.
+func (r *Report) value(metric string, s System, detail string) (string, float64, bool) {
+	if r.Systems[s].Skip != "" {
+		return "skipped", 0, false
+	}
+	c := r.cell(metric, s)
+	if c == nil {
+		return "-", 0, false
+	}
+	if c.OK == 0 {
+		return fmt.Sprintf("FAILED (%d/%d)", len(c.Samples), len(c.Samples)), 0, false
+	}
+	v := c.Median
+	if detail != "" {
+		v = c.Detail[detail]
+	}
+	txt := formatNumber(v)
+	if c.OK < len(c.Samples) {
+		txt += fmt.Sprintf(" (%d/%d failed)", len(c.Samples)-c.OK, len(c.Samples))
+	}
+	return txt, v, true
+}
+
+func formatNumber(v float64) string {
+	switch {
+	case v >= 100:
+		s := fmt.Sprintf("%.0f", v)
+		var b strings.Builder
+		for i, ch := range s {
+			if i > 0 && (len(s)-i)%3 == 0 {
+				b.WriteByte(',')
+			}
+			b.WriteRune(ch)
+		}
+		return b.String()
+	default:
+		return fmt.Sprintf("%.1f", v)
+	}
+}
+
+func (r *Report) ratio(metric, detail string, a, b System) string {
+	if !r.Systems[b].Comparable {
+		return "n/c"
+	}
+	_, va, oka := r.value(metric, a, detail)
+	_, vb, okb := r.value(metric, b, detail)
+	if !oka || !okb || vb == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", va/vb)
+}
+
+type row struct{ metric, detail, title string }
+
+func (r *Report) printTable(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "\ntinyvmm bench e2e, %s (took %s)\n", r.Date.Format("2006-01-02 15:04 MST"), r.Took)
+	fmt.Fprintf(w, "machine: %s, %s, %d CPUs, %s, load %s\n", m.Host, m.CPU, m.CPUs, m.Kernel, m.LoadAvg)
+	fmt.Fprintf(w, "KVM: %s\n", m.KVM)
+	fmt.Fprintf(w, "each cell: median of %d runs interleaved between systems, %d s per run; ratios: tinyvmm / other (n/c: not comparable)\n\n",
+		r.Runs, r.Secs)
+	systems := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	rows := []row{
+		{"tx64", "", "guest->host pps, 64 B"},
+		{"tx1400", "", "guest->host pps, 1400 B"},
+		{"rx64", "", "host->guest pps, 64 B"},
+	}
+	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_flood", "under tx flood"}} {
+		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us"} {
+			rows = append(rows, row{p.key, d, fmt.Sprintf("ping %s %s", p.name, strings.TrimSuffix(d, "_us")+" us")})
+		}
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	header := "metric\t"
+	for _, s := range systems {
+		header += r.Systems[s].Label + "\t"
+	}
+	fmt.Fprintln(tw, header+"tinyvmm/ceiling\ttinyvmm/QEMU\t")
+	for _, rw := range rows {
+		line := rw.title + "\t"
+		for _, s := range systems {
+			txt, _, _ := r.value(rw.metric, s, rw.detail)
+			line += txt + "\t"
+		}
+		line += r.ratio(rw.metric, rw.detail, SysTinyvmm, SysCeiling) + "\t" + r.ratio(rw.metric, rw.detail, SysTinyvmm, SysQEMU) + "\t"
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+
+	r.printPerFrame(w)
+
+	fmt.Fprintf(w, "\nseed 000: tx pps at 64 B vs the driver's kick threshold (a notify decision every N frames)\n")
+	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "kick\t%s\t%s\ttinyvmm/QEMU\t\n", r.Systems[SysTinyvmm].Label, r.Systems[SysQEMU].Label)
+	for _, e := range r.exps {
+		if !strings.HasPrefix(e.Key, "kick") {
+			continue
+		}
+		a, _, _ := r.value(e.Key, SysTinyvmm, "")
+		b, _, _ := r.value(e.Key, SysQEMU, "")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "kick"), a, b, r.ratio(e.Key, "", SysTinyvmm, SysQEMU))
+	}
+	tw.Flush()
+
+	if len(r.variants()) > 0 {
+		fmt.Fprintf(w, "\ntinyvmm variants (interleaved with the runs above): value, exits/frame, kicks/frame\n")
+		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "variant\ttx64 pps\trx64 pps\tping idle avg us\tping flood avg us\ttx64 exits/f\ttx64 kicks/f\trx64 exits/f\t")
+		for _, v := range append([]string{""}, r.variants()...) {
+			key := func(m string) string {
+				if v == "" {
+					return m
+				}
+				return m + "@" + v
+			}
+			name := v
+			if name == "" {
+				name = "default"
+			}
+			tx, _, _ := r.value(key("tx64"), SysTinyvmm, "")
+			rx, _, _ := r.value(key("rx64"), SysTinyvmm, "")
+			pi, _, _ := r.value(key("ping_idle"), SysTinyvmm, "avg_us")
+			pf, _, _ := r.value(key("ping_flood"), SysTinyvmm, "avg_us")
+			exits := func(c *Cell) *float64 { return c.ExitsPerFrame }
+			kicks := func(c *Cell) *float64 { return c.KicksPerFrame }
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, tx, rx, pi, pf,
+				r.perFrame(key("tx64"), SysTinyvmm, exits), r.perFrame(key("tx64"), SysTinyvmm, kicks), r.perFrame(key("rx64"), SysTinyvmm, exits))
+		}
+		tw.Flush()
+	}
+	if r.hasPrefix("poll") {
+		fmt.Fprintf(w, "\ntx poll sweep: tinyvmm tx pps at 64 B vs --poll-us (0: off), with its exits and kicks per frame\n")
+		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "poll-us	tx pps	exits/frame	kicks/frame	")
+		for _, e := range r.exps {
+			if !strings.HasPrefix(e.Key, "poll") {
+				continue
+			}
+			pps, _, _ := r.value(e.Key, SysTinyvmm, "")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "poll"), pps,
+				r.perFrame(e.Key, SysTinyvmm, func(c *Cell) *float64 { return c.ExitsPerFrame }),
+				r.perFrame(e.Key, SysTinyvmm, func(c *Cell) *float64 { return c.KicksPerFrame }))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintf(w, "\nseed 002: ping under the guest's tx flood vs tinyvmm --tx-weight-pkts\n")
+	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "weight\tmin us\tavg us\tp99 us\tmax us\ttx pps\tlost\t")
+	for _, e := range r.exps {
+		if !strings.HasPrefix(e.Key, "weight") {
+			continue
+		}
+		line := strings.TrimPrefix(e.Title, "tx weight ") + "\t"
+		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us", "tx_pps", "lost"} {
+			txt, _, _ := r.value(e.Key, SysTinyvmm, d)
+			line += txt + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMU} {
+		if skip := r.Systems[s].Skip; skip != "" {
+			fmt.Fprintf(w, "\n%s: %s", r.Systems[s].Label, skip)
+		}
+	}
+	fmt.Fprintln(w)
+	r.printFailures(w)
+}
+
+// printPerFrame prints exits, kicks and interrupts per frame of the VMMs'
+// throughput cells: the counts that decide the cost on any KVM.
+func (r *Report) printPerFrame(w io.Writer) {
+	fmt.Fprintf(w, "\nper frame, medians (KVM's counters of the VM between the guest's ready and result lines;\n"+
+		"kicks: the guest's notify writes; irqs: interrupts KVM injected)\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\t")
+	keys := []string{"tx64", "tx1400", "rx64"}
+	for _, e := range r.exps {
+		if strings.HasPrefix(e.Key, "kick") {
+			keys = append(keys, e.Key)
+		}
+	}
+	for _, k := range keys {
+		line := k + "\t"
+		for _, get := range []func(*Cell) *float64{
+			func(c *Cell) *float64 { return c.ExitsPerFrame },
+			func(c *Cell) *float64 { return c.KicksPerFrame },
+			func(c *Cell) *float64 { return c.IRQsPerFrame },
+		} {
+			for _, s := range []System{SysTinyvmm, SysQEMU} {
+				line += r.perFrame(k, s, get) + "\t"
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// variants are the names of the tinyvmm variants measured, in order.
+func (r *Report) variants() []string {
+	var names []string
+	for _, e := range r.exps {
+		if m, v, ok := strings.Cut(e.Key, "@"); ok && m == "tx64" {
+			names = append(names, v)
+		}
+	}
+	return names
+}
+
+// hasPrefix says whether an experiment's key starts with prefix.
+func (r *Report) hasPrefix(prefix string) bool {
+	for _, e := range r.exps {
+		if strings.HasPrefix(e.Key, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Report) perFrame(metric string, s System, get func(*Cell) *float64) string {
+	if r.Systems[s].Skip != "" {
+		return "skipped"
+	}
+	c := r.cell(metric, s)
+	if c == nil || c.OK == 0 {
+		return "-"
+	}
+	if v := get(c); v != nil {
+		return fmt.Sprintf("%.3f", *v)
+	}
+	return "n/a"
+}
+
+func (r *Report) printFailures(w io.Writer) {
+	first := true
+	for _, c := range r.Cells {
+		for i, s := range c.Samples {
+			if s.Err == "" {
+				continue
+			}
+			if first {
+				fmt.Fprintf(w, "\nfailed runs:\n")
+				first = false
+			}
+			fmt.Fprintf(w, "  %s %s run %d: %s\n", c.Metric, c.System, i+1, truncate(s.Err, 300))
+		}
+	}
+}
+
+// write saves e2e.json and the plots in dir.
+func (r *Report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench e2e: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "e2e.json"), b, 0o644); err != nil {
+		return fmt.Errorf("bench e2e: %w", err)
+	}
+	return r.plot(dir)
+}

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"tinyvmm/kvm"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestRotateInterleaves(t *testing.T) {
+	s := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	rotate(s, 1)
+	if !slices.Equal(s, []System{SysCeiling, SysQEMU, SysTinyvmm}) {
+		t.Errorf("rotate by 1: %v", s)
+	}
+}
+
+func TestPingStats(t *testing.T) {
+	var p PingResult
+	for i := 1; i <= 100; i++ {
+		p.RTTs = append(p.RTTs, time.Duration(i)*time.Microsecond)
+	}
+	p.Sent = 102
+	s := p.Stats()
+	if s.Min != 1 || s.Max != 100 || s.Avg != 50.5 || s.P99 != 99 || s.Lost != 2 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestQEMUColumnFollowsTheHostsKVM: QEMU runs on KVM, and is compared,
+// exactly where /dev/kvm is hardware virtualization (as in the nested L1).
+func TestQEMUColumnFollowsTheHostsKVM(t *testing.T) {
+	o := DefaultOptions()
+	o.QEMU = os.Args[0]
+	for _, c := range []struct {
+		host       kvm.Host
+		accel      string
+		comparable bool
+	}{
+		{kvm.Host{Usable: true}, "kvm", true},
+		{kvm.Host{Usable: true, PVM: true}, "tcg", false},
+		{kvm.Host{Why: "no /dev/kvm"}, "tcg", false},
+	} {
+		q := detectSystems(o, c.host)[SysQEMU]
+		if a := qemuAccel(c.host); a != c.accel || q.Comparable != c.comparable || q.Skip != "" {
+			t.Errorf("%+v: accel %s, column %+v; want accel %s, comparable %v", c.host, a, q, c.accel, c.comparable)
+		}
+	}
+}
+
+// TestTableShowsSkippedFailedAndPartial renders a report without running
+// anything: a skipped system, a cell whose every run failed, and one with
+// one failed run out of three must each say so.
+func TestTableShowsSkippedFailedAndPartial(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = []int{1}, []int{0}
+	o.QEMU = os.Args[0] // any executable: the QEMU column must exist without QEMU installed
+	host := kvm.Host{Why: "no /dev/kvm here"}
+	rep := newReport(o, host, detectSystems(o, host))
+	exps := o.experiments(&runner{})
+	rep.plan(exps)
+	for _, e := range exps {
+		for _, v := range []float64{100, 300, 200} {
+			rep.add(e, SysCeiling, Sample{Value: v, Detail: map[string]float64{"avg_us": v}})
+		}
+		switch e.Key {
+		case "tx64":
+			for i := 0; i < 3; i++ {
+				rep.add(e, SysQEMU, Sample{Err: "boom"})
+			}
+		case "tx1400":
+			rep.add(e, SysQEMU, Sample{Value: 50})
+			rep.add(e, SysQEMU, Sample{Err: "boom"})
+			rep.add(e, SysQEMU, Sample{Value: 70})
+		}
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	for _, want := range []string{"skipped", "FAILED (3/3)", "60.0 (1/3 failed)", "200", "tinyvmm: skipped: no /dev/kvm here", "failed runs:", "n/c"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+	if err := rep.write(t.TempDir()); err != nil {
+		t.Errorf("write: %v", err)
+	}
+}
+
+// The tx poll sweep gets its own table: pps, exits and kicks per frame per
+// --poll-us value.
+func TestTablePollSweep(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights, o.Polls = nil, nil, []int{0, 200}
+	host := kvm.Host{Usable: true}
+	st := detectSystems(o, host)
+	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	rep := newReport(o, host, st)
+	exps := o.experiments(&runner{})
+	rep.plan(exps)
+	for _, e := range exps {
+		if e.Key == "poll200" {
+			for _, v := range []float64{4000, 5000, 6000} {
+				rep.add(e, SysTinyvmm, Sample{Value: v, Detail: map[string]float64{"exits_per_frame": 0.05, "kicks_per_frame": 0.01}})
+			}
+		}
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	if !strings.Contains(text, "tx poll sweep") || !regexpMatch(`(?m)^\s*200\s+5,000\s+0\.050\s+0\.010\s*$`, text) {
+		t.Errorf("no poll row for 200 with 5,000 pps, 0.050 exits and 0.010 kicks per frame:\n%s", text)
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// A variant's rows sit beside the default's in their own table.
+func TestTableVariants(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = nil, nil
+	o.Variants = []Variant{{Name: "batch", Args: []string{"--worker-batch"}}}
+	host := kvm.Host{Usable: true}
+	st := detectSystems(o, host)
+	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	rep := newReport(o, host, st)
+	exps := o.experiments(&runner{})
+	rep.plan(exps)
+	for _, e := range exps {
+		v := 1000.0
+		if strings.HasSuffix(e.Key, "@batch") {
+			v = 2000
+		}
+		rep.add(e, SysTinyvmm, Sample{Value: v, Detail: map[string]float64{"avg_us": v / 10, "exits_per_frame": v / 1e5, "kicks_per_frame": v / 1e6}})
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	if !regexpMatch(`(?m)^\s*default\s+1,000\s+1,000\s+100\s+100\s+0\.010\s+0\.001\s+0\.010\s*$`, text) ||
+		!regexpMatch(`(?m)^\s*batch\s+2,000\s+2,000\s+200\s+200\s+0\.020\s+0\.002\s+0\.020\s*$`, text) {
+		t.Errorf("variants table wrong:\n%s", text)
+	}
+	if strings.Contains(text, "tx64@batch") {
+		t.Errorf("a variant's row is in the main table:\n%s", text)
+	}
+}

@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// System is one column of the comparison.
+type System string
+
+const (
+	SysTinyvmm System = "tinyvmm"
+	SysCeiling System = "ceiling"
+	SysQEMU    System = "qemu"
+)
+
+// Sample is one run's outcome: the headline value and the details behind it.
+type Sample struct {
+	Value  float64            `json:"value"`
+	Detail map[string]float64 `json:"detail,omitempty"`
+	Err    string             `json:"error,omitempty"`
+	Note   string             `json:"note,omitempty"` // e.g. why KVM's counters are missing
+}
+
+func failed(err error) Sample { return Sample{Err: err.Error()} }
+
+// runner runs single measurements; each one in a namespace of its own.
+type runner struct {
+	cfg     GuestConfig
+	secs    int
+	tscKHz  uint64
+	bootMax time.Duration // how long a boot may take before it counts as failed
+	// cmdlineExtra goes on every guest command line (cpl3=1 in tests).
+	cmdlineExtra string
+	// cpuprofile, when set, is passed to tinyvmm's tx runs as --cpuprofile,
+	// and cpuprofile+".rx" to its rx runs: each run overwrites its file, so
+	// they hold the last tinyvmm tx and rx run.
+	cpuprofile string
+}
+
+func (r *runner) guestTimeout() time.Duration {
+	return r.bootMax + time.Duration(r.secs)*time.Second + 15*time.Second
+}
+
+func inNamespace(f func(ns *Namespace) Sample) Sample {
+	ns, err := NewNamespace()
+	if err != nil {
+		return failed(err)
+	}
+	defer ns.Close()
+	return f(ns)
+}
+
+// tx measures guest->host frames per second at size bytes with a notify
+// decision every kick frames, counted by a sink on the host side.
+func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
+	if r.cpuprofile != "" && sys == SysTinyvmm {
+		vmmArgs = append(slices.Clone(vmmArgs), "--cpuprofile", r.cpuprofile)
+	}
+	return inNamespace(func(ns *Namespace) Sample {
+		sink, err := StartSink(ns)
+		if err != nil {
+			return failed(err)
+		}
+		drops0 := backlogDrops()
+		var guestPPS, frames, kicks, stalls float64
+		var run *GuestRun
+		if sys == SysCeiling {
+			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second)
+			if err != nil {
+				sink.Stop()
+				return failed(err)
+			}
+			guestPPS, frames = res.PPS(), float64(res.Frames)
+		} else {
+			var err error
+			run, err = r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=tx size=%d secs=%d kick=%d", size, r.secs, kick), nil)
+			if err != nil {
+				sink.Stop()
+				return failed(err)
+			}
+			// Frames the device took back (used), not merely offered.
+			guestPPS, frames = float64(run.Uint("pps")), float64(run.Uint("completed"))
+			// Notifies the guest wrote (each a VM exit) and its full-ring waits.
+			kicks, stalls = float64(run.Uint("kicks")), float64(run.Uint("stalls"))
+		}
+		time.Sleep(200 * time.Millisecond) // the last frames in flight
+		got := sink.Stop()
+		s := Sample{Value: got.PPS(), Detail: map[string]float64{
+			"sender_pps": guestPPS, "sent": frames, "received": float64(got.Good),
+			"corrupt": float64(got.Bad), "lost": float64(got.Lost), "reordered": float64(got.Reordered),
+			"sink_drops": float64(got.SocketDrops), "kernel_drops": float64(backlogDrops() - drops0),
+			"guest_kicks": kicks, "guest_stalls": stalls}}
+		switch {
+		case got.Err != nil:
+			s.Err = got.Err.Error()
+		case got.Bad > 0:
+			s.Err = fmt.Sprintf("%d corrupted frames", got.Bad)
+		case got.Good == 0:
+			s.Err = "no frame reached the host"
+		}
+		if run != nil {
+			addExits(&s, run, frames, kicks)
+		}
+		return s
+	})
+}
+
+// rx measures host->guest frames per second: a sender in the namespace
+// floods 64-byte frames, the guest (or the ceiling) counts them.
+func (r *runner) rx(sys System, vmmArgs []string) Sample {
+	if r.cpuprofile != "" && sys == SysTinyvmm {
+		vmmArgs = append(slices.Clone(vmmArgs), "--cpuprofile", r.cpuprofile+".rx")
+	}
+	return inNamespace(func(ns *Namespace) Sample {
+		dur := time.Duration(r.secs) * time.Second
+		sendFor := dur + 500*time.Millisecond
+		const maxFrames = 50_000_000
+		if sys == SysCeiling {
+			ready := make(chan struct{})
+			type out struct {
+				res CeilingResult
+				err error
+			}
+			done := make(chan out, 1)
+			go func() {
+				res, err := CeilingRx(ns, dur, 10*time.Second, ready)
+				done <- out{res, err}
+			}()
+			<-ready
+			sent, err := SendFlood(ns, CeilingMAC, 64, sendFor, maxFrames)
+			o := <-done
+			if err == nil {
+				err = o.err
+			}
+			if err != nil {
+				return failed(err)
+			}
+			return rxSample(o.res.PPS(), float64(o.res.Rx.Good), float64(o.res.Rx.Bad), float64(o.res.Rx.Lost), sent.Sent)
+		}
+		var sent SendResult
+		run, err := r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=rx secs=%d", r.secs), func(ready map[string]string) error {
+			mac, err := net.ParseMAC(ready["mac"])
+			if err != nil {
+				return fmt.Errorf("guest ready line without a MAC: %v", ready)
+			}
+			sent, err = SendFlood(ns, mac, 64, sendFor, maxFrames)
+			return err
+		})
+		if err != nil {
+			return failed(err)
+		}
+		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent.Sent)
+		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
+		addExits(&s, run, float64(run.Uint("frames")), float64(run.Uint("kicks")))
+		return s
+	})
+}
+
+// addExits puts what KVM counted in the run's window into s: the raw
+// counts and the per-frame ratios (exitDetail), and the VMM's io_urings.
+func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
+	if run.IOURings >= 0 {
+		s.Detail["io_uring_fds"] = float64(run.IOURings)
+	}
+	if run.KVM == nil {
+		s.Note = run.KVMErr
+		return
+	}
+	maps.Copy(s.Detail, exitDetail(run.KVM, frames, kicks))
+}
+
+func rxSample(pps, good, bad, lost float64, sent uint64) Sample {
+	s := Sample{Value: pps, Detail: map[string]float64{"received": good, "corrupt": bad, "lost": lost, "sent": float64(sent)}}
+	switch {
+	case bad > 0:
+		s.Err = fmt.Sprintf("%.0f corrupted frames", bad)
+	case good == 0:
+		s.Err = "no frame reached the guest"
+	}
+	return s
+}
+
+// Ping series: pingCount requests, one every pingInterval.
+const (
+	pingCount    = 200
+	pingInterval = 10 * time.Millisecond
+	pingTimeout  = time.Second
+)
+
+// ping measures ICMP round trips to the guest (or the ceiling) while it
+// only answers, or while it also floods tx (flood), experiment 002's setup.
+// The headline is the average; Detail has min/p99/max and the tx rate.
+func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
+	return inNamespace(func(ns *Namespace) Sample {
+		secs := r.secs + 3 // the series must fit in the guest's run
+		maxTotal := time.Duration(secs-1) * time.Second
+		mode := "echo"
+		if flood {
+			mode = "echo+tx"
+		}
+		var pr PingResult
+		var txPPS float64
+		if sys == SysCeiling {
+			ready := make(chan struct{})
+			type out struct {
+				res CeilingResult
+				err error
+			}
+			done := make(chan out, 1)
+			go func() {
+				res, err := CeilingEcho(ns, flood, 64, time.Duration(secs)*time.Second, ready)
+				done <- out{res, err}
+			}()
+			<-ready
+			var err error
+			pr, err = Ping(ns, GuestIP, pingCount, pingInterval, pingTimeout, maxTotal)
+			o := <-done
+			if err == nil {
+				err = o.err
+			}
+			if err != nil {
+				return failed(err)
+			}
+			txPPS = o.res.PPS()
+		} else {
+			run, err := r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=%s size=64 secs=%d", mode, secs), func(map[string]string) (err error) {
+				pr, err = Ping(ns, GuestIP, pingCount, pingInterval, pingTimeout, maxTotal)
+				return err
+			})
+			if err != nil {
+				return failed(err)
+			}
+			txPPS = float64(run.Uint("pps"))
+		}
+		st := pr.Stats()
+		s := Sample{Value: st.Avg, Detail: map[string]float64{"min_us": st.Min, "avg_us": st.Avg,
+			"p99_us": st.P99, "max_us": st.Max, "lost": float64(st.Lost), "sent": float64(pr.Sent), "tx_pps": txPPS}}
+		if len(pr.RTTs) == 0 {
+			s.Err = fmt.Sprintf("no ping answered (%d sent)", pr.Sent)
+		}
+		return s
+	})
+}
+
+// guest boots the bench guest under sys with cmdline, runs during (if not
+// nil) once the guest is ready, and waits for its result.
+func (r *runner) guest(ns *Namespace, sys System, vmmArgs []string, cmdline string, during func(ready map[string]string) error) (*GuestRun, error) {
+	cfg := r.cfg
+	cfg.TinyvmmArgs = vmmArgs
+	cmdline += " tsc_khz=" + strconv.FormatUint(r.tscKHz, 10)
+	if r.cmdlineExtra != "" {
+		cmdline += " " + r.cmdlineExtra
+	}
+	g, err := startGuest(ns, cfg, VMM(sys), cmdline)
+	if err != nil {
+		return nil, err
+	}
+	ready, err := g.waitReady(r.bootMax)
+	if err != nil {
+		g.kill()
+		return nil, err
+	}
+	if during != nil {
+		if err := during(ready); err != nil {
+			g.kill()
+			return nil, err
+		}
+	}
+	return g.wait(r.guestTimeout())
+}

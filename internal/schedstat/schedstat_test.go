@@ -1,0 +1,45 @@
+package schedstat
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParse(t *testing.T) {
+	for in, want := range map[string]uint64{
+		"123456 789 10\n": 123456,
+		"42":              42,
+		"":                0,
+		"\n":              0,
+		"x 1 2":           0,
+	} {
+		if got := parse(in); got != want {
+			t.Errorf("parse(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// TestThreadCPUGrows spins on a locked thread and checks that its CPU time
+// moves, and that a thread that does not exist reads as 0.
+func TestThreadCPUGrows(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skip("no schedstat in /proc:", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	before := ThreadCPU(tid)
+	for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+	}
+	after := ThreadCPU(tid)
+	if after <= before {
+		t.Errorf("CPU time of a spinning thread did not grow: %d then %d", before, after)
+	}
+	if got := ThreadCPU(-1); got != 0 {
+		t.Errorf("ThreadCPU(-1) = %d, want 0", got)
+	}
+}
