@@ -40,9 +40,14 @@ type BootStats struct {
 	KVMStatsAtInit map[string]uint64 `json:"kvm_stats_at_init,omitempty"`
 	// PeakRSSKiBAtInit is VmHWM then; GuestTouchedKiBAtInit the guest RAM
 	// resident then, so their difference is tinyvmm's own memory.
-	PeakRSSKiBAtInit      int64  `json:"peak_rss_kib_at_init"`
-	GuestTouchedKiBAtInit int64  `json:"guest_touched_kib_at_init"`
-	Error                 string `json:"error,omitempty"`
+	PeakRSSKiBAtInit      int64 `json:"peak_rss_kib_at_init"`
+	GuestTouchedKiBAtInit int64 `json:"guest_touched_kib_at_init"`
+	// PeakRSSKiBAtRun and GuestTouchedKiBAtRun are the same just before the
+	// first KVM_RUN: the set-up's own memory, measurable even where the
+	// guest never reaches /init (PVM).
+	PeakRSSKiBAtRun      int64  `json:"peak_rss_kib_at_run"`
+	GuestTouchedKiBAtRun int64  `json:"guest_touched_kib_at_run"`
+	Error                string `json:"error,omitempty"`
 	// SetupMs is how long each step of tinyvmm's set-up took, in order.
 	SetupMs []SetupStep `json:"setup_ms,omitempty"`
 }
@@ -95,6 +100,20 @@ func (b *bootClock) Write(offset uint64, data []byte) {
 		b.initAt.Store(time.Now().UnixNano())
 		b.sample()
 	})
+}
+
+// sampleSetup takes VmHWM and the guest RAM resident at the end of the
+// set-up, before any vCPU runs.
+func (b *bootClock) sampleSetup(ram *guestRAM) {
+	hwm, err := peakRSSKiB()
+	if err != nil {
+		return
+	}
+	n, err := ram.residentBytes()
+	if err != nil {
+		return
+	}
+	b.atInit.PeakRSSKiBAtRun, b.atInit.GuestTouchedKiBAtRun = hwm, int64(n>>10)
 }
 
 func (b *bootClock) sample() {

@@ -105,6 +105,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	m.boot.step("vCPUs")
+	if m.cfg.Stats != "" {
+		m.boot.sampleSetup(m.ram)
+	}
 	if m.host.PVM {
 		m.logf("%s", m.host)
 	}
@@ -136,6 +139,7 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 		return boot.CPUState{}, err
 	}
 	m.onTeardown(m.ram.free)
+	m.boot.step("open files, map RAM")
 	m.host = kvm.Detect()
 	layout := boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs}
 	if m.cfg.UserStart {
