@@ -138,3 +138,74 @@ func TestLoadFileErrors(t *testing.T) {
 		t.Errorf("user-mode guest: got %v", err)
 	}
 }
+
+// mapFile is a File that can map: MapAt copies (the VMM's mmap has the
+// same effect on the bytes) and records what it was asked.
+type mapFile struct {
+	spyFile
+	maps [][2]uint64 // guest-RAM offset within low, file offset
+	err  error
+}
+
+func (f *mapFile) MapAt(dst []byte, off int64) error {
+	if f.err != nil {
+		return f.err
+	}
+	at := uint64(uintptr(unsafe.Pointer(&dst[0])) - uintptr(unsafe.Pointer(&f.low[0])))
+	f.maps = append(f.maps, [2]uint64{at, uint64(off)})
+	if at%pageSize != 0 || off%pageSize != 0 || len(dst)%pageSize != 0 {
+		return errors.New("not page aligned")
+	}
+	copy(dst, f.data[off:])
+	return nil
+}
+
+// A File that maps gets whole pages mapped and the partial pages at either
+// end read; the bytes come out the same as read, and a failed map is a
+// one-line error.
+func TestLoadMapsWholePages(t *testing.T) {
+	odd := elfSeg{vaddr: 0xffffffff81000000, paddr: 16*mib + 0x123, data: pattern(5*pageSize+77, 0x31)}
+	k := buildELF(16*mib+0x123, 16*mib+0x123, odd, elfData)
+	// Put segment 0's file offset in step with its address within a page.
+	shift := (0x123 - int(le.Uint64(k[elfHeaderLen+8:]))%pageSize + pageSize) % pageSize
+	k = shiftSegments(k, shift)
+	l := newLayout(t, 64*mib, 1)
+	f := &mapFile{spyFile: spyFile{data: k, low: l.Low}}
+	initrd := &mapFile{spyFile: spyFile{data: pattern(3*pageSize+5, 2), low: l.Low}}
+	if _, err := Load(l, Image{Kernel: f, Initrd: initrd}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(l.Low[odd.paddr:odd.paddr+uint64(len(odd.data))], odd.data) {
+		t.Error("segment 0 differs from the file")
+	}
+	if len(f.maps) != 1 || f.maps[0][0] != 16*mib+pageSize {
+		t.Errorf("kernel maps %v, want one starting at the first whole page %#x", f.maps, 16*mib+pageSize)
+	}
+	if len(initrd.maps) != 1 || initrd.maps[0][1] != 0 {
+		t.Errorf("initrd maps %v, want one from offset 0", initrd.maps)
+	}
+	addr := initrd.maps[0][0]
+	if !bytes.Equal(l.Low[addr:addr+uint64(len(initrd.data))], initrd.data) {
+		t.Error("initrd differs from the file")
+	}
+	f.err = errors.New("no such device")
+	_, err := Load(newLayout(t, 64*mib, 1), Image{Kernel: f})
+	if err == nil || err.Error() != "boot: cannot map kernel segment 0: no such device" {
+		t.Errorf("failed map: got %v", err)
+	}
+}
+
+// shiftSegments inserts n zero bytes before the first segment's data and
+// moves every file offset at or past it.
+func shiftSegments(k []byte, n int) []byte {
+	nph := int(le.Uint16(k[56:]))
+	first := int(le.Uint64(k[elfHeaderLen+8:]))
+	out := append(append(append([]byte{}, k[:first]...), make([]byte, n)...), k[first:]...)
+	for i := 0; i < nph; i++ {
+		ph := out[elfHeaderLen+i*elfPhdrLen:]
+		if off := le.Uint64(ph[8:]); off >= uint64(first) {
+			le.PutUint64(ph[8:], off+uint64(n))
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package vmm
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -190,20 +191,33 @@ func statusField(f *os.File, name string) (int64, error) {
 	return 0, fmt.Errorf("no %s in %s", name, f.Name())
 }
 
-// residentBytes counts the guest RAM pages that are in memory (mincore).
+// residentBytes counts the guest RAM pages this process has in memory:
+// the present bit of each page in /proc/self/pagemap. (mincore would also
+// count file pages that are only in the page cache, such as a kernel
+// mapped copy-on-write that the guest has not touched.)
 func (r *guestRAM) residentBytes() (uint64, error) {
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	const pagemapPresent = 1 << 63
+	buf := make([]byte, 8*4096)
 	var total uint64
 	for _, reg := range r.regions {
-		if len(reg.Data) == 0 {
-			continue
-		}
-		vec := make([]byte, (len(reg.Data)+pageSize-1)/pageSize)
-		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&reg.Data[0])), uintptr(len(reg.Data)), uintptr(unsafe.Pointer(&vec[0])))
-		if e != 0 {
-			return 0, fmt.Errorf("mincore: %w", e)
-		}
-		for _, v := range vec {
-			total += uint64(v & 1)
+		start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(reg.Data)))) / pageSize
+		pages := uint64(len(reg.Data)) / pageSize
+		for done := uint64(0); done < pages; {
+			chunk := buf[:8*min(pages-done, uint64(len(buf)/8))]
+			if _, err := f.ReadAt(chunk, int64((start+done)*8)); err != nil {
+				return 0, fmt.Errorf("pagemap: %w", err)
+			}
+			for i := 0; i < len(chunk); i += 8 {
+				if binary.LittleEndian.Uint64(chunk[i:])&pagemapPresent != 0 {
+					total++
+				}
+			}
+			done += uint64(len(chunk) / 8)
 		}
 	}
 	return total * pageSize, nil

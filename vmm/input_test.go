@@ -69,3 +69,45 @@ func mustOpen(t *testing.T, path string) any {
 	t.Cleanup(closeF)
 	return f
 }
+
+// A file mapped over guest RAM copy-on-write reads as the file, keeps the
+// guest's writes to itself, and counts as resident only where touched.
+func TestMapAtOverGuestRAM(t *testing.T) {
+	const size = 8 << 20
+	ram, err := allocRAM(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ram.free()
+	path := filepath.Join(t.TempDir(), "initrd")
+	want := bytes.Repeat([]byte("0123456789abcdef"), (4<<20)/16)
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, closeF, err := openInput(path, nil, "initrd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeF()
+	before, err := ram.residentBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := ram.low[4<<20:]
+	if err := f.(inputFile).MapAt(dst, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := ram.residentBytes(); n != before {
+		t.Errorf("resident %d bytes after mapping, %d before: the untouched file pages were counted", n, before)
+	}
+	if !bytes.Equal(dst[:len(want)], want) {
+		t.Fatal("mapped RAM differs from the file")
+	}
+	if n, _ := ram.residentBytes(); n <= before {
+		t.Errorf("resident %d bytes after reading the mapping, %d before", n, before)
+	}
+	dst[0] = 'X'
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
+		t.Error("a write to guest RAM reached the file")
+	}
+}
