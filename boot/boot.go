@@ -13,6 +13,11 @@ type Layout struct {
 	Low     []byte // guest RAM from GPA 0 up to min(MemSize, 3 GiB): boot writes only here
 	MemSize uint64 // total RAM; RAM above 3 GiB starts at 4 GiB (the 32-bit PCI hole is 3-4 GiB)
 	CPUs    int
+	// Zeroed says Low is all zero, as fresh anonymous memory is: Load then
+	// leaves alone what it would only zero (an ELF segment's bss, the rest
+	// of the command line's buffer), so those pages stay untouched until
+	// the guest uses them.
+	Zeroed bool
 }
 
 // Image is what to boot.

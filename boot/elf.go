@@ -95,7 +95,25 @@ func parseELF(f File) (*elfKernel, error) {
 	if len(k.Segments) == 0 {
 		return nil, fmt.Errorf("boot: ELF kernel has no loadable segments")
 	}
+	// Disjoint segments make the load order irrelevant, and let a zeroed
+	// Layout skip zeroing each bss.
+	for i, a := range k.Segments {
+		for j, b := range k.Segments[:i] {
+			if a.Paddr < segEnd(b) && b.Paddr < segEnd(a) {
+				return nil, fmt.Errorf("boot: ELF kernel's loadable segments %d and %d overlap at %#x", j, i, max(a.Paddr, b.Paddr))
+			}
+		}
+	}
 	return k, nil
+}
+
+// segEnd is where s ends in guest physical memory, saturated instead of
+// wrapping (checkRange refuses such a segment later).
+func segEnd(s elfSegment) uint64 {
+	if e := s.Paddr + s.Memsz; e >= s.Paddr {
+		return e
+	}
+	return ^uint64(0)
 }
 
 // findPVHNote scans one PT_NOTE segment for XEN_ELFNOTE_PHYS32_ENTRY.

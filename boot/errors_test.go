@@ -57,6 +57,7 @@ func TestLoadErrors(t *testing.T) {
 		{"ELF no program headers", 64 * mib, 1, Image{Kernel: Bytes(elfWith(56, 0))}, "program header"},
 		{"ELF no loadable segment", 64 * mib, 1, Image{Kernel: Bytes(elfWith(elfHeaderLen, 6))}, "no loadable"},
 		{"ELF segment below 1 MiB", 64 * mib, 1, Image{Kernel: Bytes(buildELF(0x10000, 0, elfSeg{vaddr: 0x10000, paddr: 0x10000, data: []byte{1}}))}, "below 1 MiB"},
+		{"ELF segments overlap", 64 * mib, 1, Image{Kernel: Bytes(buildELF(16*mib, 0, elfText, elfSeg{vaddr: 0x1000000, paddr: 16*mib + 4096, data: []byte{1}}))}, "segments 0 and 1 overlap at 0x1001000"},
 		{"ELF segment past memory", 16 * mib, 1, Image{Kernel: Bytes(goodELF)}, "raise --mem"},
 		{"ELF entry outside segments", 64 * mib, 1, Image{Kernel: Bytes(buildELF(0x5000000, 0, elfText))}, "entry"},
 		{"PVH entry outside segments", 64 * mib, 1, Image{Kernel: Bytes(buildELF(16*mib, 0x5000000, elfText))}, "PVH entry"},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // spyFile is a File that records every read: how many bytes went into
@@ -58,7 +60,7 @@ func TestLoadReadsIntoGuestRAM(t *testing.T) {
 	bz := defaultBz()
 	bz.pmSize = 2 * mib
 	kernels := map[string][]byte{
-		"vmlinux": buildELF(16*mib, 16*mib+0x40, big, elfData),
+		"vmlinux": buildELF(16*mib, 16*mib+0x40, big, elfSeg{vaddr: 0xffffffff81400000, paddr: 20 * mib, data: pattern(100, 0x22), memsz: 3 * pageSize}),
 		"bzImage": bz.build(),
 	}
 	if k := readArtifactOptional("TINYVMM_VMLINUX", "out/guest/vmlinux"); k != nil {
@@ -208,4 +210,41 @@ func shiftSegments(k []byte, n int) []byte {
 		}
 	}
 	return out
+}
+
+// With a zeroed Layout, Load leaves the pages it would only zero (a bss,
+// the command line buffer's tail) untouched: not even faulted in.
+func TestZeroedLayoutLeavesZeroPagesAlone(t *testing.T) {
+	bss := elfSeg{vaddr: 0xffffffff81200000, paddr: 18 * mib, data: pattern(100, 0x22), memsz: 64 * pageSize}
+	l := newLayout(t, 64*mib, 1)
+	l.Zeroed = true
+	if _, err := Load(l, Image{Kernel: Bytes(buildELF(16*mib, 16*mib+0x40, elfText, bss)), Cmdline: "console=ttyS0"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := residentPages(t, l.Low[18*mib+pageSize:18*mib+64*pageSize]); n != 0 {
+		t.Errorf("%d bss pages past the data were touched", n)
+	}
+	if n := residentPages(t, l.Low[cmdlineAddr+pageSize:cmdlineAddr+cmdlineMax]); n != 0 {
+		t.Errorf("%d pages of the command line buffer past the string were touched", n)
+	}
+	if got := string(l.Low[cmdlineAddr : cmdlineAddr+14]); got != "console=ttyS0\x00" {
+		t.Errorf("command line %q", got)
+	}
+	if !bytes.Equal(l.Low[18*mib:18*mib+100], bss.data) || bytes.ContainsAny(l.Low[18*mib+100:18*mib+64*pageSize], "\x01\x22\xee") {
+		t.Error("segment data or bss wrong")
+	}
+}
+
+func residentPages(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+pageSize-1)/pageSize)
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }

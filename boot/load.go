@@ -26,7 +26,7 @@ func loadBzImage(l Layout, img Image, head []byte) (CPUState, error) {
 		return CPUState{}, err
 	}
 	kernelEnd := max(load+pmLen, runtime+uint64(h.InitSize))
-	cmdline, err := writeCmdline(l.Low, img.Cmdline, uint64(h.CmdlineSize)+1)
+	cmdline, err := writeCmdline(l, img.Cmdline, uint64(h.CmdlineSize)+1)
 	if err != nil {
 		return CPUState{}, err
 	}
@@ -62,7 +62,7 @@ func loadELF(l Layout, img Image) (CPUState, error) {
 		}
 		end = max(end, s.Paddr+s.Memsz)
 	}
-	cmdline, err := writeCmdline(l.Low, img.Cmdline, elfCmdlineMax)
+	cmdline, err := writeCmdline(l, img.Cmdline, elfCmdlineMax)
 	if err != nil {
 		return CPUState{}, err
 	}

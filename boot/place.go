@@ -27,13 +27,16 @@ func (l Layout) check() error {
 
 // writeCmdline places the NUL-terminated command line at cmdlineAddr.
 // limit is the kernel's buffer size, NUL included.
-func writeCmdline(mem []byte, cmdline string, limit uint64) (uint64, error) {
+func writeCmdline(l Layout, cmdline string, limit uint64) (uint64, error) {
 	limit = min(limit, cmdlineMax)
 	if uint64(len(cmdline)) >= limit {
 		return 0, fmt.Errorf("boot: command line is %d bytes; this kernel takes at most %d", len(cmdline), limit-1)
 	}
-	clear(mem[cmdlineAddr : cmdlineAddr+cmdlineMax])
-	copy(mem[cmdlineAddr:], cmdline)
+	buf := l.Low[cmdlineAddr : cmdlineAddr+cmdlineMax]
+	if !l.Zeroed {
+		clear(buf)
+	}
+	buf[copy(buf, cmdline)] = 0
 	return cmdlineAddr, nil
 }
 
@@ -83,7 +86,9 @@ func loadSegment(l Layout, f File, s elfSegment, what string) error {
 	if err := loadAt(f, dst[:s.Filesz], s.Offset, s.Paddr, what); err != nil {
 		return err
 	}
-	clear(dst[s.Filesz:])
+	if !l.Zeroed {
+		clear(dst[s.Filesz:])
+	}
 	return nil
 }
 

@@ -67,7 +67,7 @@ func LoadUser(l Layout, elf File, args string) (CPUState, error) {
 	if !ok {
 		return CPUState{}, fmt.Errorf("boot: user-mode guest's entry %#x is outside its loaded segments", k.Entry)
 	}
-	argsAddr, err := writeCmdline(l.Low, args, userArgsMax+1)
+	argsAddr, err := writeCmdline(l, args, userArgsMax+1)
 	if err != nil {
 		return CPUState{}, err
 	}

@@ -141,7 +141,7 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 	m.onTeardown(m.ram.free)
 	m.boot.step("open files, map RAM")
 	m.host = kvm.Detect()
-	layout := boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs}
+	layout := boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs, Zeroed: true} // just mapped
 	if m.cfg.UserStart {
 		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
 	}
