@@ -43,9 +43,9 @@ type BootStats struct {
 	// resident then, so their difference is tinyvmm's own memory.
 	PeakRSSKiBAtInit      int64 `json:"peak_rss_kib_at_init"`
 	GuestTouchedKiBAtInit int64 `json:"guest_touched_kib_at_init"`
-	// PeakRSSKiBAtRun and GuestTouchedKiBAtRun are the same just before the
-	// first KVM_RUN: the set-up's own memory, measurable even where the
-	// guest never reaches /init (PVM).
+	// PeakRSSKiBAtRun and GuestTouchedKiBAtRun are the same as the vCPUs
+	// start: the set-up's own memory, measurable even where the guest never
+	// reaches /init (PVM).
 	PeakRSSKiBAtRun      int64  `json:"peak_rss_kib_at_run"`
 	GuestTouchedKiBAtRun int64  `json:"guest_touched_kib_at_run"`
 	Error                string `json:"error,omitempty"`
@@ -104,7 +104,8 @@ func (b *bootClock) Write(offset uint64, data []byte) {
 }
 
 // sampleSetup takes VmHWM and the guest RAM resident at the end of the
-// set-up, before any vCPU runs.
+// set-up, as the vCPUs start. Only the main goroutine calls it, before the
+// vCPUs stop, and it writes fields sample does not.
 func (b *bootClock) sampleSetup(ram *guestRAM) {
 	hwm, err := peakRSSKiB()
 	if err != nil {

@@ -105,9 +105,6 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	m.boot.step("vCPUs")
-	if m.cfg.Stats != "" {
-		m.boot.sampleSetup(m.ram)
-	}
 	if m.host.PVM {
 		m.logf("%s", m.host)
 	}
@@ -290,6 +287,9 @@ func (m *machine) run(ctx context.Context) (int, error) {
 				failed <- err
 			}
 		}()
+	}
+	if m.cfg.Stats != "" {
+		m.boot.sampleSetup(m.ram) // here, not before: it costs ~0.4 ms, 10+ ms under TCG
 	}
 	var status int
 	var err error
