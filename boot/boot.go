@@ -1,8 +1,9 @@
 // Package boot implements the Linux x86 boot protocols tinyvmm uses: the
 // 64-bit bzImage protocol (setup header, boot_params, e820), direct loading
 // of an uncompressed vmlinux ELF (through its PVH entry when it has one), and
-// the GDT, identity page tables and MP table those entries need. It works on
-// plain byte slices and knows nothing of KVM.
+// the GDT, identity page tables and MP table those entries need. Guest RAM
+// is a plain byte slice; the kernel and initrd are read at offsets straight
+// into it (only headers are buffered). It knows nothing of KVM.
 package boot
 
 import "bytes"
@@ -12,12 +13,17 @@ type Layout struct {
 	Low     []byte // guest RAM from GPA 0 up to min(MemSize, 3 GiB): boot writes only here
 	MemSize uint64 // total RAM; RAM above 3 GiB starts at 4 GiB (the 32-bit PCI hole is 3-4 GiB)
 	CPUs    int
+	// Zeroed says Low is all zero, as fresh anonymous memory is: Load then
+	// leaves alone what it would only zero (an ELF segment's bss, the rest
+	// of the command line's buffer), so those pages stay untouched until
+	// the guest uses them.
+	Zeroed bool
 }
 
 // Image is what to boot.
 type Image struct {
-	Kernel  []byte // a bzImage or an uncompressed vmlinux ELF (detected by content)
-	Initrd  []byte // may be nil
+	Kernel  File // a bzImage or an uncompressed vmlinux ELF (detected by content)
+	Initrd  File // may be nil
 	Cmdline string
 }
 
@@ -47,11 +53,15 @@ func Load(l Layout, img Image) (CPUState, error) {
 	if err := l.check(); err != nil {
 		return CPUState{}, err
 	}
-	switch {
-	case bytes.HasPrefix(img.Kernel, []byte(elfMagic)):
-		return loadELF(l, img)
-	case isBzImage(img.Kernel):
-		return loadBzImage(l, img)
+	head, err := readHead(img.Kernel, hdrMaxEnd, "kernel")
+	if err != nil {
+		return CPUState{}, err
 	}
-	return CPUState{}, notAKernel(img.Kernel)
+	switch {
+	case bytes.HasPrefix(head, []byte(elfMagic)):
+		return loadELF(l, img)
+	case isBzImage(head):
+		return loadBzImage(l, img, head)
+	}
+	return CPUState{}, notAKernel(head, fileSize(img.Kernel))
 }

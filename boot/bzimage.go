@@ -62,12 +62,14 @@ func isBzImage(b []byte) bool {
 	return len(b) >= hdrMagic+4 && binary.LittleEndian.Uint32(b[hdrMagic:]) == hdrMagicValue
 }
 
-// parseSetupHeader validates a bzImage's setup header.
-func parseSetupHeader(b []byte) (setupHeader, error) {
+// parseSetupHeader validates a bzImage's setup header. b is the file's
+// start (at least up to hdrMaxEnd when the file is that long), size the
+// whole file's.
+func parseSetupHeader(b []byte, size uint64) (setupHeader, error) {
 	le := binary.LittleEndian
 	var h setupHeader
 	if len(b) < hdrMinLen {
-		return h, fmt.Errorf("boot: bzImage is truncated (%d bytes, shorter than its setup header)", len(b))
+		return h, fmt.Errorf("boot: bzImage is truncated (%d bytes, shorter than its setup header)", size)
 	}
 	if le.Uint16(b[hdrBootFlag:]) != bootFlagValue {
 		return h, fmt.Errorf("boot: bzImage has no boot flag 0xAA55; the file is damaged")
@@ -102,12 +104,12 @@ func parseSetupHeader(b []byte) (setupHeader, error) {
 	h.HeaderEnd = min(hdrMagic+int(b[hdrJump+1]), hdrMaxEnd)
 	h.KernelOffset = (h.SetupSects + 1) * 512
 	syssize := uint64(le.Uint32(b[hdrSyssize:])) * 16
-	if uint64(len(b)) < uint64(h.KernelOffset)+syssize || len(b) <= h.KernelOffset {
-		return h, fmt.Errorf("boot: bzImage is truncated: %d bytes, its header says %d", len(b), uint64(h.KernelOffset)+syssize)
+	if size < uint64(h.KernelOffset)+syssize || size <= uint64(h.KernelOffset) {
+		return h, fmt.Errorf("boot: bzImage is truncated: %d bytes, its header says %d", size, uint64(h.KernelOffset)+syssize)
 	}
 	if h.InitSize == 0 {
 		// Before 2.10 there is no init_size: allow for in-place decompression.
-		h.InitSize = uint32(min(4*uint64(len(b)-h.KernelOffset), 1<<31))
+		h.InitSize = uint32(min(4*(size-uint64(h.KernelOffset)), 1<<31))
 	}
 	return h, nil
 }

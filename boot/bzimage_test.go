@@ -11,7 +11,7 @@ func TestBzImageBootParams(t *testing.T) {
 	kernel := spec.build()
 	initrd := pattern(3*mib+123, 0x5a)
 	const cmdline = "console=ttyS0 ip=dhcp"
-	st, err := Load(l, Image{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
+	st, err := Load(l, Image{Kernel: Bytes(kernel), Initrd: Bytes(initrd), Cmdline: cmdline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestBzImageLoadAddress(t *testing.T) {
 			c.edit(&s)
 			l := newLayout(t, c.mem, 1)
 			k := s.build()
-			st, err := Load(l, Image{Kernel: k})
+			st, err := Load(l, Image{Kernel: Bytes(k)})
 			if c.want == 0 {
 				if err == nil {
 					t.Fatal("a 2.09 kernel has no XLF_KERNEL_64 and must be refused")
@@ -167,7 +167,7 @@ func TestInitrdPlacement(t *testing.T) {
 		s := defaultBz()
 		s.initrdAddrMax = 48*mib - 1
 		l := newLayout(t, 128*mib, 1)
-		if _, err := Load(l, Image{Kernel: s.build(), Initrd: pattern(5000, 1)}); err != nil {
+		if _, err := Load(l, Image{Kernel: Bytes(s.build()), Initrd: Bytes(pattern(5000, 1))}); err != nil {
 			t.Fatal(err)
 		}
 		zp := l.Low[zeroPageAddr:]
@@ -181,7 +181,7 @@ func TestInitrdPlacement(t *testing.T) {
 		s.initrdAddrMax = 48*mib - 1
 		s.xloadflags |= xlfAbove4G
 		l := newLayout(t, 128*mib, 1)
-		if _, err := Load(l, Image{Kernel: s.build(), Initrd: pattern(pageSize, 1)}); err != nil {
+		if _, err := Load(l, Image{Kernel: Bytes(s.build()), Initrd: Bytes(pattern(pageSize, 1))}); err != nil {
 			t.Fatal(err)
 		}
 		if ri := le.Uint32(l.Low[zeroPageAddr+hdrRamdiskImage:]); ri != 128*mib-pageSize {
@@ -190,7 +190,7 @@ func TestInitrdPlacement(t *testing.T) {
 	})
 	t.Run("no initrd", func(t *testing.T) {
 		l := newLayout(t, 64*mib, 1)
-		if _, err := Load(l, Image{Kernel: defaultBz().build()}); err != nil {
+		if _, err := Load(l, Image{Kernel: Bytes(defaultBz().build())}); err != nil {
 			t.Fatal(err)
 		}
 		if le.Uint32(l.Low[zeroPageAddr+hdrRamdiskImage:]) != 0 || le.Uint32(l.Low[zeroPageAddr+hdrRamdiskSize:]) != 0 {
@@ -201,7 +201,7 @@ func TestInitrdPlacement(t *testing.T) {
 
 func TestE820AboveFourGiB(t *testing.T) {
 	l := newLayout(t, 5*gib, 1) // 3 GiB low: sparse, only touched pages get memory
-	if _, err := Load(l, Image{Kernel: defaultBz().build(), Initrd: pattern(100, 3)}); err != nil {
+	if _, err := Load(l, Image{Kernel: Bytes(defaultBz().build()), Initrd: Bytes(pattern(100, 3))}); err != nil {
 		t.Fatal(err)
 	}
 	zp := l.Low[zeroPageAddr:]

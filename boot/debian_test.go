@@ -24,7 +24,7 @@ func debianBzImage(t *testing.T) []byte {
 
 func TestDebianBzImage(t *testing.T) {
 	k := debianBzImage(t)
-	h, err := parseSetupHeader(k)
+	h, err := parseSetupHeader(k, uint64(len(k)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDebianBzImage(t *testing.T) {
 
 	l := newLayout(t, 512*mib, 2)
 	initrd := pattern(5*mib, 9)
-	st, err := Load(l, Image{Kernel: k, Initrd: initrd, Cmdline: "console=ttyS0"})
+	st, err := Load(l, Image{Kernel: Bytes(k), Initrd: Bytes(initrd), Cmdline: "console=ttyS0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ const (
 	elfHeaderLen   = 64
 	elfPhdrLen     = 56
 	elfMaxPhdrs    = 256
+	elfNotesMax    = 64 << 10 // notes past this in one PT_NOTE are not searched (vmlinux has ~200 bytes)
 	xenNoteName    = "Xen\x00"
 	xenPhys32Entry = 18 // XEN_ELFNOTE_PHYS32_ENTRY: the PVH entry point
 )
@@ -33,9 +34,16 @@ type elfKernel struct {
 	HasPVH   bool
 }
 
-func parseELF(b []byte) (*elfKernel, error) {
-	if len(b) < elfHeaderLen {
-		return nil, fmt.Errorf("boot: ELF kernel is truncated (%d bytes, shorter than its header)", len(b))
+// parseELF reads the ELF header, the program headers and the notes; the
+// segments stay in the file until Load reads each into guest RAM.
+func parseELF(f File) (*elfKernel, error) {
+	size := fileSize(f)
+	if size < elfHeaderLen {
+		return nil, fmt.Errorf("boot: ELF kernel is truncated (%d bytes, shorter than its header)", size)
+	}
+	b := make([]byte, elfHeaderLen)
+	if err := readAt(f, b, 0, "ELF kernel"); err != nil {
+		return nil, err
 	}
 	if b[4] != elfClass64 || b[5] != elfDataLSB {
 		return nil, fmt.Errorf("boot: ELF kernel is not 64-bit little-endian; tinyvmm boots x86-64 kernels")
@@ -49,22 +57,29 @@ func parseELF(b []byte) (*elfKernel, error) {
 	if phnum == 0 || phnum > elfMaxPhdrs || phentsize < elfPhdrLen {
 		return nil, fmt.Errorf("boot: ELF kernel has a bad program header table (%d entries of %d bytes)", phnum, phentsize)
 	}
-	if phoff > uint64(len(b)) || phnum*phentsize > uint64(len(b))-phoff {
-		return nil, fmt.Errorf("boot: ELF kernel is truncated: its program headers end past the file (%d bytes)", len(b))
+	if phoff > size || phnum*phentsize > size-phoff {
+		return nil, fmt.Errorf("boot: ELF kernel is truncated: its program headers end past the file (%d bytes)", size)
 	}
+	ph := make([]byte, elfPhdrLen) // only the fields we read, whatever phentsize says
 	for i := uint64(0); i < phnum; i++ {
-		ph := b[phoff+i*phentsize:]
+		if err := readAt(f, ph, phoff+i*phentsize, "ELF kernel"); err != nil {
+			return nil, err
+		}
 		typ := le.Uint32(ph[0:])
 		s := elfSegment{Offset: le.Uint64(ph[8:]), Vaddr: le.Uint64(ph[16:]), Paddr: le.Uint64(ph[24:]),
 			Filesz: le.Uint64(ph[32:]), Memsz: le.Uint64(ph[40:])}
 		if typ != ptLoad && typ != ptNote {
 			continue
 		}
-		if s.Offset > uint64(len(b)) || s.Filesz > uint64(len(b))-s.Offset {
-			return nil, fmt.Errorf("boot: ELF kernel is truncated: segment %d ends past the file (%d bytes)", i, len(b))
+		if s.Offset > size || s.Filesz > size-s.Offset {
+			return nil, fmt.Errorf("boot: ELF kernel is truncated: segment %d ends past the file (%d bytes)", i, size)
 		}
 		if typ == ptNote {
-			if entry, ok := findPVHNote(b[s.Offset : s.Offset+s.Filesz]); ok {
+			notes := make([]byte, min(s.Filesz, elfNotesMax))
+			if err := readAt(f, notes, s.Offset, "ELF kernel"); err != nil {
+				return nil, err
+			}
+			if entry, ok := findPVHNote(notes); ok {
 				k.PVHEntry, k.HasPVH = entry, true
 			}
 			continue
@@ -80,7 +95,25 @@ func parseELF(b []byte) (*elfKernel, error) {
 	if len(k.Segments) == 0 {
 		return nil, fmt.Errorf("boot: ELF kernel has no loadable segments")
 	}
+	// Disjoint segments make the load order irrelevant, and let a zeroed
+	// Layout skip zeroing each bss.
+	for i, a := range k.Segments {
+		for j, b := range k.Segments[:i] {
+			if a.Paddr < segEnd(b) && b.Paddr < segEnd(a) {
+				return nil, fmt.Errorf("boot: ELF kernel's loadable segments %d and %d overlap at %#x", j, i, max(a.Paddr, b.Paddr))
+			}
+		}
+	}
 	return k, nil
+}
+
+// segEnd is where s ends in guest physical memory, saturated instead of
+// wrapping (checkRange refuses such a segment later).
+func segEnd(s elfSegment) uint64 {
+	if e := s.Paddr + s.Memsz; e >= s.Paddr {
+		return e
+	}
+	return ^uint64(0)
 }
 
 // findPVHNote scans one PT_NOTE segment for XEN_ELFNOTE_PHYS32_ENTRY.

@@ -19,7 +19,7 @@ func TestELFPVH(t *testing.T) {
 	}
 	initrd := pattern(10000, 7)
 	k := buildELF(16*mib, 16*mib+0x40, elfText, elfData)
-	st, err := Load(l, Image{Kernel: k, Initrd: initrd, Cmdline: "quiet"})
+	st, err := Load(l, Image{Kernel: Bytes(k), Initrd: Bytes(initrd), Cmdline: "quiet"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestELF64BitEntry(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := newLayout(t, 64*mib, 1)
-			st, err := Load(l, Image{Kernel: buildELF(c.entry, 0, elfText, elfData), Initrd: pattern(999, 1), Cmdline: "a=b"})
+			st, err := Load(l, Image{Kernel: Bytes(buildELF(c.entry, 0, elfText, elfData)), Initrd: Bytes(pattern(999, 1)), Cmdline: "a=b"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ func FuzzLoad(f *testing.F) {
 	l := newLayout(f, 24*mib, 2)
 	initrd := pattern(pageSize+1, 3)
 	f.Fuzz(func(t *testing.T, kernel []byte, cmdline string) {
-		st, err := Load(l, Image{Kernel: kernel, Initrd: initrd, Cmdline: cmdline})
+		st, err := Load(l, Image{Kernel: Bytes(kernel), Initrd: Bytes(initrd), Cmdline: cmdline})
 		if err == nil && st.RIP >= uint64(len(l.Low)) {
 			t.Fatalf("accepted with entry %#x outside RAM", st.RIP)
 		}
@@ -30,7 +30,7 @@ func FuzzUserStart(f *testing.F) {
 	f.Add(buildELF(0x400000, 0, userText), "")
 	l := newLayout(f, 24*mib, 1)
 	f.Fuzz(func(t *testing.T, elf []byte, args string) {
-		st, err := LoadUser(l, elf, args)
+		st, err := LoadUser(l, Bytes(elf), args)
 		if err == nil && (st.RIP >= uint64(len(l.Low)) || st.CS.DPL != 3) {
 			t.Fatalf("accepted with entry %#x CS.DPL %d", st.RIP, st.CS.DPL)
 		}

@@ -2,27 +2,31 @@ package boot
 
 import "fmt"
 
-// loadBzImage boots through the 64-bit entry of a bzImage.
-func loadBzImage(l Layout, img Image) (CPUState, error) {
-	h, err := parseSetupHeader(img.Kernel)
+// loadBzImage boots through the 64-bit entry of a bzImage. head is the
+// file's first bytes, up to the end of the setup header.
+func loadBzImage(l Layout, img Image, head []byte) (CPUState, error) {
+	size := fileSize(img.Kernel)
+	h, err := parseSetupHeader(head, size)
 	if err != nil {
 		return CPUState{}, err
 	}
 	load := h.loadAddress(uint64(len(l.Low)))
-	pm := img.Kernel[h.KernelOffset:]
-	if err := checkRange(l, load, uint64(len(pm)), "kernel"); err != nil {
+	pmLen := size - uint64(h.KernelOffset)
+	if err := checkRange(l, load, pmLen, "kernel"); err != nil {
 		return CPUState{}, err
 	}
 	// The kernel decompresses to its runtime address, never below
 	// pref_address (LOAD_PHYSICAL_ADDR), and needs init_size bytes there.
-	// It clears what it uses itself, so only the file is copied.
+	// It clears what it uses itself, so only the file is read.
 	runtime := max(load, h.PrefAddress)
 	if err := checkRange(l, runtime, uint64(h.InitSize), "kernel"); err != nil {
 		return CPUState{}, err
 	}
-	copy(l.Low[load:], pm)
-	kernelEnd := max(load+uint64(len(pm)), runtime+uint64(h.InitSize))
-	cmdline, err := writeCmdline(l.Low, img.Cmdline, uint64(h.CmdlineSize)+1)
+	if err := loadAt(img.Kernel, l.Low[load:load+pmLen], uint64(h.KernelOffset), load, "bzImage"); err != nil {
+		return CPUState{}, err
+	}
+	kernelEnd := max(load+pmLen, runtime+uint64(h.InitSize))
+	cmdline, err := writeCmdline(l, img.Cmdline, uint64(h.CmdlineSize)+1)
 	if err != nil {
 		return CPUState{}, err
 	}
@@ -38,8 +42,8 @@ func loadBzImage(l Layout, img Image) (CPUState, error) {
 		return CPUState{}, err
 	}
 	writeZeroPage(l.Low, bootParams{
-		header: img.Kernel[hdrStart:h.HeaderEnd], cmdline: cmdline,
-		initrd: initrd, initrdSize: uint64(len(img.Initrd)), e820: e820Map(l),
+		header: head[hdrStart:h.HeaderEnd], cmdline: cmdline,
+		initrd: initrd, initrdSize: fileSize(img.Initrd), e820: e820Map(l),
 	})
 	return start64(l, load+kernel64Offset)
 }
@@ -53,13 +57,12 @@ func loadELF(l Layout, img Image) (CPUState, error) {
 	}
 	var end uint64
 	for i, s := range k.Segments {
-		data := img.Kernel[s.Offset : s.Offset+s.Filesz]
-		if err := copySegment(l, s.Paddr, s.Memsz, data, fmt.Sprintf("kernel segment %d", i)); err != nil {
+		if err := loadSegment(l, img.Kernel, s, fmt.Sprintf("kernel segment %d", i)); err != nil {
 			return CPUState{}, err
 		}
 		end = max(end, s.Paddr+s.Memsz)
 	}
-	cmdline, err := writeCmdline(l.Low, img.Cmdline, elfCmdlineMax)
+	cmdline, err := writeCmdline(l, img.Cmdline, elfCmdlineMax)
 	if err != nil {
 		return CPUState{}, err
 	}
@@ -67,12 +70,13 @@ func loadELF(l Layout, img Image) (CPUState, error) {
 	if err != nil {
 		return CPUState{}, err
 	}
+	initrdSize := fileSize(img.Initrd)
 	e820 := e820Map(l)
 	if k.HasPVH {
 		if !inSegments(k.Segments, k.PVHEntry) {
 			return CPUState{}, fmt.Errorf("boot: ELF kernel's PVH entry %#x is outside its loaded segments", k.PVHEntry)
 		}
-		writeStartInfo(l.Low, cmdline, initrd, uint64(len(img.Initrd)), e820)
+		writeStartInfo(l.Low, cmdline, initrd, initrdSize, e820)
 		if err := writeMPTable(l.Low, l.CPUs); err != nil {
 			return CPUState{}, err
 		}
@@ -82,7 +86,7 @@ func loadELF(l Layout, img Image) (CPUState, error) {
 	if !ok {
 		return CPUState{}, fmt.Errorf("boot: ELF kernel's entry %#x is outside its loaded segments", k.Entry)
 	}
-	writeZeroPage(l.Low, bootParams{cmdline: cmdline, initrd: initrd, initrdSize: uint64(len(img.Initrd)), e820: e820})
+	writeZeroPage(l.Low, bootParams{cmdline: cmdline, initrd: initrd, initrdSize: initrdSize, e820: e820})
 	return start64(l, entry)
 }
 

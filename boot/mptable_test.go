@@ -86,7 +86,7 @@ func checkMPTable(t *testing.T, mem []byte, cpus int) {
 func TestMPTable(t *testing.T) {
 	for _, cpus := range []int{1, 2, 8, 254} {
 		l := newLayout(t, 64*mib, cpus)
-		if _, err := Load(l, Image{Kernel: defaultBz().build()}); err != nil {
+		if _, err := Load(l, Image{Kernel: Bytes(defaultBz().build())}); err != nil {
 			t.Fatal(err)
 		}
 		checkMPTable(t, l.Low, cpus)

@@ -27,23 +27,27 @@ func (l Layout) check() error {
 
 // writeCmdline places the NUL-terminated command line at cmdlineAddr.
 // limit is the kernel's buffer size, NUL included.
-func writeCmdline(mem []byte, cmdline string, limit uint64) (uint64, error) {
+func writeCmdline(l Layout, cmdline string, limit uint64) (uint64, error) {
 	limit = min(limit, cmdlineMax)
 	if uint64(len(cmdline)) >= limit {
 		return 0, fmt.Errorf("boot: command line is %d bytes; this kernel takes at most %d", len(cmdline), limit-1)
 	}
-	clear(mem[cmdlineAddr : cmdlineAddr+cmdlineMax])
-	copy(mem[cmdlineAddr:], cmdline)
+	buf := l.Low[cmdlineAddr : cmdlineAddr+cmdlineMax]
+	if !l.Zeroed {
+		clear(buf)
+	}
+	buf[copy(buf, cmdline)] = 0
 	return cmdlineAddr, nil
 }
 
-// placeInitrd copies the initrd as high as it may go: page aligned, above
-// kernelEnd, ending at or below maxAddr (inclusive) and the end of low RAM.
-func placeInitrd(l Layout, initrd []byte, kernelEnd, maxAddr uint64) (uint64, error) {
-	if len(initrd) == 0 {
+// placeInitrd reads the initrd into guest RAM as high as it may go: page
+// aligned, above kernelEnd, ending at or below maxAddr (inclusive) and the
+// end of low RAM.
+func placeInitrd(l Layout, initrd File, kernelEnd, maxAddr uint64) (uint64, error) {
+	n := fileSize(initrd)
+	if n == 0 {
 		return 0, nil
 	}
-	n := uint64(len(initrd))
 	top := uint64(len(l.Low))
 	if maxAddr < top-1 {
 		top = maxAddr + 1
@@ -55,7 +59,9 @@ func placeInitrd(l Layout, initrd []byte, kernelEnd, maxAddr uint64) (uint64, er
 		return 0, fmt.Errorf("boot: initrd (%s) does not fit in %s of guest memory; raise --mem", size(n), size(l.MemSize))
 	}
 	addr := (top - n) &^ (pageSize - 1)
-	copy(l.Low[addr:], initrd)
+	if err := loadAt(initrd, l.Low[addr:addr+n], 0, addr, "initrd"); err != nil {
+		return 0, err
+	}
 	return addr, nil
 }
 
@@ -70,27 +76,32 @@ func checkRange(l Layout, addr, n uint64, what string) error {
 	return nil
 }
 
-// copySegment copies data to [addr, addr+memsz) and zeroes the tail (an
-// ELF segment's bss).
-func copySegment(l Layout, addr, memsz uint64, data []byte, what string) error {
-	if err := checkRange(l, addr, memsz, what); err != nil {
+// loadSegment reads an ELF segment from f to [Paddr, Paddr+Memsz) and
+// zeroes the tail (its bss). parseELF checked that the file holds it.
+func loadSegment(l Layout, f File, s elfSegment, what string) error {
+	if err := checkRange(l, s.Paddr, s.Memsz, what); err != nil {
 		return err
 	}
-	dst := l.Low[addr : addr+memsz]
-	clear(dst[copy(dst, data):])
+	dst := l.Low[s.Paddr : s.Paddr+s.Memsz]
+	if err := loadAt(f, dst[:s.Filesz], s.Offset, s.Paddr, what); err != nil {
+		return err
+	}
+	if !l.Zeroed {
+		clear(dst[s.Filesz:])
+	}
 	return nil
 }
 
 // notAKernel explains why a file that is neither a bzImage nor an ELF was
-// refused.
-func notAKernel(b []byte) error {
+// refused, from its first bytes and its size.
+func notAKernel(b []byte, size uint64) error {
 	switch {
-	case len(b) == 0:
+	case size == 0:
 		return fmt.Errorf("boot: kernel file is empty")
 	case bytes.HasPrefix(b, []byte{0x1f, 0x8b}):
 		return fmt.Errorf("boot: kernel file is gzip-compressed; decompress it or pass the bzImage")
-	case bytes.HasPrefix(b, []byte("MZ")) && len(b) < hdrMagic+4:
-		return fmt.Errorf("boot: bzImage is truncated (%d bytes, shorter than its setup header)", len(b))
+	case bytes.HasPrefix(b, []byte("MZ")) && size < hdrMagic+4:
+		return fmt.Errorf("boot: bzImage is truncated (%d bytes, shorter than its setup header)", size)
 	}
 	return fmt.Errorf("boot: kernel file is not a Linux kernel: no bzImage header (HdrS) and no ELF magic")
 }

@@ -56,7 +56,7 @@ func elfSymbol(t *testing.T, b []byte, name string) uint64 {
 func TestBenchGuestUserStart(t *testing.T) {
 	elf := readArtifact(t, "TINYVMM_BENCH_ELF", "out/guest/bench.elf", "run guest/bench/build.sh")
 	l := newLayout(t, 256*mib, 1)
-	st, err := LoadUser(l, elf, "mode=tx")
+	st, err := LoadUser(l, Bytes(elf), "mode=tx")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestBenchGuestUserStart(t *testing.T) {
 			t.Errorf("va %#x -> %#x user %v mapped %v", va, pa, user, ok)
 		}
 	}
-	st, err = Load(newLayout(t, 256*mib, 1), Image{Kernel: elf, Cmdline: "mode=rx"})
+	st, err = Load(newLayout(t, 256*mib, 1), Image{Kernel: Bytes(elf), Cmdline: "mode=rx"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestBenchGuestUserStart(t *testing.T) {
 // uncompressed vmlinux with a PVH note.
 func TestGuestVmlinuxPVH(t *testing.T) {
 	k := readArtifact(t, "TINYVMM_VMLINUX", "out/guest/vmlinux", "run make guest")
-	kernel, err := parseELF(k)
+	kernel, err := parseELF(Bytes(k))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestGuestVmlinuxPVH(t *testing.T) {
 		t.Fatal("vmlinux has no XEN_ELFNOTE_PHYS32_ENTRY: build it with CONFIG_PVH=y")
 	}
 	l := newLayout(t, 256*mib, 2)
-	st, err := Load(l, Image{Kernel: k, Initrd: pattern(mib, 1), Cmdline: "console=ttyS0"})
+	st, err := Load(l, Image{Kernel: Bytes(k), Initrd: Bytes(pattern(mib, 1)), Cmdline: "console=ttyS0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +102,12 @@ func TestGuestVmlinuxPVH(t *testing.T) {
 // TestGuestBzImage loads the bzImage that make guest builds next to it.
 func TestGuestBzImage(t *testing.T) {
 	k := readArtifact(t, "TINYVMM_GUEST_BZIMAGE", "out/guest/bzImage", "run make guest")
-	h, err := parseSetupHeader(k)
+	h, err := parseSetupHeader(k, uint64(len(k)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := newLayout(t, 256*mib, 1)
-	st, err := Load(l, Image{Kernel: k, Cmdline: "console=ttyS0"})
+	st, err := Load(l, Image{Kernel: Bytes(k), Cmdline: "console=ttyS0"})
 	if err != nil {
 		t.Fatal(err)
 	}

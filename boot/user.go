@@ -40,11 +40,15 @@ const (
 // is what lets in/out reach the VMM instead of raising #GP. Should the
 // guest fault anyway, vector N's stub writes N to UserExitPort; see
 // UserExceptionVector.
-func LoadUser(l Layout, elf []byte, args string) (CPUState, error) {
+func LoadUser(l Layout, elf File, args string) (CPUState, error) {
 	if err := l.check(); err != nil {
 		return CPUState{}, err
 	}
-	if len(elf) < 4 || string(elf[:4]) != elfMagic {
+	head, err := readHead(elf, 4, "user-mode guest")
+	if err != nil {
+		return CPUState{}, err
+	}
+	if string(head) != elfMagic {
 		return CPUState{}, fmt.Errorf("boot: user-mode guest is not an ELF file")
 	}
 	k, err := parseELF(elf)
@@ -55,7 +59,7 @@ func LoadUser(l Layout, elf []byte, args string) (CPUState, error) {
 		if s.Vaddr != s.Paddr {
 			return CPUState{}, fmt.Errorf("boot: user-mode guest segment %d is linked at %#x but loads at %#x; link it at its load address", i, s.Vaddr, s.Paddr)
 		}
-		if err := copySegment(l, s.Paddr, s.Memsz, elf[s.Offset:s.Offset+s.Filesz], fmt.Sprintf("user-mode guest segment %d", i)); err != nil {
+		if err := loadSegment(l, elf, s, fmt.Sprintf("user-mode guest segment %d", i)); err != nil {
 			return CPUState{}, err
 		}
 	}
@@ -63,7 +67,7 @@ func LoadUser(l Layout, elf []byte, args string) (CPUState, error) {
 	if !ok {
 		return CPUState{}, fmt.Errorf("boot: user-mode guest's entry %#x is outside its loaded segments", k.Entry)
 	}
-	argsAddr, err := writeCmdline(l.Low, args, userArgsMax+1)
+	argsAddr, err := writeCmdline(l, args, userArgsMax+1)
 	if err != nil {
 		return CPUState{}, err
 	}

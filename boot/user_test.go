@@ -15,7 +15,7 @@ var (
 func TestLoadUser(t *testing.T) {
 	l := newLayout(t, 256*mib, 1)
 	const args = "mode=tx size=64 kick=32"
-	st, err := LoadUser(l, buildELF(0x400010, 0x400000, userText, userData), args)
+	st, err := LoadUser(l, Bytes(buildELF(0x400010, 0x400000, userText, userData)), args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestLoadUser(t *testing.T) {
 
 func TestLoadUserHighRAM(t *testing.T) {
 	l := newLayout(t, 6*gib, 1)
-	st, err := LoadUser(l, buildELF(0x400000, 0, userText), "")
+	st, err := LoadUser(l, Bytes(buildELF(0x400000, 0, userText)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestLoadUserErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadUser(newLayout(t, c.mem, 1), c.elf, c.args)
+			_, err := LoadUser(newLayout(t, c.mem, 1), Bytes(c.elf), c.args)
 			if err == nil || !strings.Contains(err.Error(), c.expect) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %v, want one line with %q", err, c.expect)
 			}

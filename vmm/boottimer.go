@@ -3,6 +3,7 @@ package vmm
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,9 +41,14 @@ type BootStats struct {
 	KVMStatsAtInit map[string]uint64 `json:"kvm_stats_at_init,omitempty"`
 	// PeakRSSKiBAtInit is VmHWM then; GuestTouchedKiBAtInit the guest RAM
 	// resident then, so their difference is tinyvmm's own memory.
-	PeakRSSKiBAtInit      int64  `json:"peak_rss_kib_at_init"`
-	GuestTouchedKiBAtInit int64  `json:"guest_touched_kib_at_init"`
-	Error                 string `json:"error,omitempty"`
+	PeakRSSKiBAtInit      int64 `json:"peak_rss_kib_at_init"`
+	GuestTouchedKiBAtInit int64 `json:"guest_touched_kib_at_init"`
+	// PeakRSSKiBAtRun and GuestTouchedKiBAtRun are the same as the vCPUs
+	// start: the set-up's own memory, measurable even where the guest never
+	// reaches /init (PVM).
+	PeakRSSKiBAtRun      int64  `json:"peak_rss_kib_at_run"`
+	GuestTouchedKiBAtRun int64  `json:"guest_touched_kib_at_run"`
+	Error                string `json:"error,omitempty"`
 	// SetupMs is how long each step of tinyvmm's set-up took, in order.
 	SetupMs []SetupStep `json:"setup_ms,omitempty"`
 }
@@ -95,6 +101,21 @@ func (b *bootClock) Write(offset uint64, data []byte) {
 		b.initAt.Store(time.Now().UnixNano())
 		b.sample()
 	})
+}
+
+// sampleSetup takes VmHWM and the guest RAM resident at the end of the
+// set-up, as the vCPUs start. Only the main goroutine calls it, before the
+// vCPUs stop, and it writes fields sample does not.
+func (b *bootClock) sampleSetup(ram *guestRAM) {
+	hwm, err := peakRSSKiB()
+	if err != nil {
+		return
+	}
+	n, err := ram.residentBytes()
+	if err != nil {
+		return
+	}
+	b.atInit.PeakRSSKiBAtRun, b.atInit.GuestTouchedKiBAtRun = hwm, int64(n>>10)
 }
 
 func (b *bootClock) sample() {
@@ -171,20 +192,33 @@ func statusField(f *os.File, name string) (int64, error) {
 	return 0, fmt.Errorf("no %s in %s", name, f.Name())
 }
 
-// residentBytes counts the guest RAM pages that are in memory (mincore).
+// residentBytes counts the guest RAM pages this process has in memory:
+// the present bit of each page in /proc/self/pagemap. (mincore would also
+// count file pages that are only in the page cache, such as a kernel
+// mapped copy-on-write that the guest has not touched.)
 func (r *guestRAM) residentBytes() (uint64, error) {
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	const pagemapPresent = 1 << 63
+	buf := make([]byte, 8*4096)
 	var total uint64
 	for _, reg := range r.regions {
-		if len(reg.Data) == 0 {
-			continue
-		}
-		vec := make([]byte, (len(reg.Data)+pageSize-1)/pageSize)
-		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&reg.Data[0])), uintptr(len(reg.Data)), uintptr(unsafe.Pointer(&vec[0])))
-		if e != 0 {
-			return 0, fmt.Errorf("mincore: %w", e)
-		}
-		for _, v := range vec {
-			total += uint64(v & 1)
+		start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(reg.Data)))) / pageSize
+		pages := uint64(len(reg.Data)) / pageSize
+		for done := uint64(0); done < pages; {
+			chunk := buf[:8*min(pages-done, uint64(len(buf)/8))]
+			if _, err := f.ReadAt(chunk, int64((start+done)*8)); err != nil {
+				return 0, fmt.Errorf("pagemap: %w", err)
+			}
+			for i := 0; i < len(chunk); i += 8 {
+				if binary.LittleEndian.Uint64(chunk[i:])&pagemapPresent != 0 {
+					total++
+				}
+			}
+			done += uint64(len(chunk) / 8)
 		}
 	}
 	return total * pageSize, nil

@@ -28,7 +28,7 @@ func loadTiny(t *testing.T, pvh bool) boot.CPUState {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(mem) })
-	st, err := boot.Load(boot.Layout{Low: mem, MemSize: 64 << 20, CPUs: 1}, boot.Image{Kernel: tinyELF(helloExit7, pvh), Cmdline: "x"})
+	st, err := boot.Load(boot.Layout{Low: mem, MemSize: 64 << 20, CPUs: 1}, boot.Image{Kernel: boot.Bytes(tinyELF(helloExit7, pvh)), Cmdline: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,9 @@ func (s RunStats) text(netText []string) string {
 				fmt.Fprintf(&b, " %s %.1f,", st.Step, st.Ms)
 			}
 		}
+		if bs.PeakRSSKiBAtRun > 0 {
+			fmt.Fprintf(&b, " peak RSS %.1f MiB of which guest RAM %.1f MiB", float64(bs.PeakRSSKiBAtRun)/1024, float64(bs.GuestTouchedKiBAtRun)/1024)
+		}
 	}
 	names := make([]string, 0, len(s.Exits))
 	for n := range s.Exits {

@@ -114,47 +114,31 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	return m.run(ctx)
 }
 
-func readInput(path string, data []byte, what string) ([]byte, error) {
-	if data != nil || path == "" {
-		return data, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %s %s: %v", what, path, errText(err))
-	}
-	return b, nil
-}
-
-// errText drops the "open PATH:" prefix Go puts on file errors, since the
-// message already names the file.
-func errText(err error) string {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err.Error()
-	}
-	return err.Error()
-}
-
-// loadGuest reads the kernel and initrd, maps RAM and lays the guest out.
-// None of this needs KVM, so file errors come before /dev/kvm errors.
+// loadGuest opens the kernel and initrd, maps RAM and lays the guest out,
+// reading the files straight into it. None of this needs KVM, so file
+// errors come before /dev/kvm errors.
 func (m *machine) loadGuest() (boot.CPUState, error) {
-	kernel, err := readInput(m.cfg.Kernel, m.cfg.KernelData, "kernel")
+	kernel, closeKernel, err := openInput(m.cfg.Kernel, m.cfg.KernelData, "kernel")
 	if err != nil {
 		return boot.CPUState{}, err
 	}
-	initrd, err := readInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd")
+	defer closeKernel()
+	initrd, closeInitrd, err := openInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd")
 	if err != nil {
 		return boot.CPUState{}, err
 	}
-	if uint64(len(initrd)) >= m.cfg.MemBytes {
-		return boot.CPUState{}, fmt.Errorf("initrd (%d MiB) does not fit in %d MiB of guest memory; raise --mem", len(initrd)>>20, m.cfg.MemBytes>>20)
+	defer closeInitrd()
+	if initrd != nil && uint64(initrd.Size()) >= m.cfg.MemBytes {
+		return boot.CPUState{}, fmt.Errorf("initrd (%d MiB) does not fit in %d MiB of guest memory; raise --mem", initrd.Size()>>20, m.cfg.MemBytes>>20)
 	}
 	m.ram, err = allocRAM(m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err
 	}
 	m.onTeardown(m.ram.free)
+	m.boot.step("open files, map RAM")
 	m.host = kvm.Detect()
-	layout := boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs}
+	layout := boot.Layout{Low: m.ram.low, MemSize: m.cfg.MemBytes, CPUs: m.cfg.CPUs, Zeroed: true} // just mapped
 	if m.cfg.UserStart {
 		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
 	}
@@ -303,6 +287,9 @@ func (m *machine) run(ctx context.Context) (int, error) {
 				failed <- err
 			}
 		}()
+	}
+	if m.cfg.Stats != "" {
+		m.boot.sampleSetup(m.ram) // here, not before: it costs ~0.4 ms, 10+ ms under TCG
 	}
 	var status int
 	var err error
