@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"tinyvmm/internal/hostinfo"
 
 	"tinyvmm/vmm"
 )
@@ -241,36 +239,9 @@ type Report struct {
 }
 
 // Machine says where the numbers come from.
-type Machine struct {
-	Host    string `json:"host"`
-	CPU     string `json:"cpu"`
-	CPUs    int    `json:"cpus"`
-	Kernel  string `json:"kernel"`
-	LoadAvg string `json:"loadavg_at_start"`
-}
+type Machine = hostinfo.Info
 
-func describeMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU()}
-	m.Host, _ = os.Hostname()
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			m.LoadAvg = strings.Join(f[:3], " ")
-		}
-	}
-	return m
-}
+func describeMachine() Machine { return hostinfo.Describe() }
 
 func (r *Report) summarize() {
 	for _, s := range r.Systems {

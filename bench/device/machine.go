@@ -1,14 +1,10 @@
 package device
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"runtime"
-	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"tinyvmm/internal/hostinfo"
 
 	"tinyvmm/kvm"
 )
@@ -26,31 +22,13 @@ type Machine struct {
 }
 
 func describeMachine() Machine {
-	m := Machine{
-		CPUs: runtime.NumCPU(), KVM: kvm.Detect().String(), Go: runtime.Version(),
+	h := hostinfo.Describe()
+	return Machine{
+		CPU: h.CPU, CPUs: h.CPUs, Kernel: h.Kernel, Load: h.LoadAvg,
+		KVM: kvm.Detect().String(), Go: runtime.Version(),
 		Date:  time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Level: "device level: the Go virtio driver plays the guest on its own thread, no VM; tap in a namespace of its own",
 	}
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		m.Kernel = "Linux " + unix.ByteSliceToString(u.Release[:])
-	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			m.Load = strings.Join(f[:3], " ")
-		}
-	}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		defer f.Close()
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return m
 }
 
 func (m Machine) String() string {

@@ -6,13 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"tinyvmm/internal/hostinfo"
 
 	"tinyvmm/kvm"
 )
@@ -32,13 +30,9 @@ type Report struct {
 
 // Machine states where the numbers come from.
 type Machine struct {
-	Host    string `json:"host"`
-	CPU     string `json:"cpu"`
-	CPUs    int    `json:"cpus"`
-	Kernel  string `json:"kernel"`
-	LoadAvg string `json:"loadavg_at_start"`
-	KVM     string `json:"kvm"`
-	PVM     bool   `json:"pvm"`
+	hostinfo.Info
+	KVM string `json:"kvm"`
+	PVM bool   `json:"pvm"`
 }
 
 // Cell is one experiment on one system: every run and their medians.
@@ -65,24 +59,7 @@ func newReport(o Options, host kvm.Host, systems map[System]systemState) *Report
 }
 
 func describeMachine(host kvm.Host) Machine {
-	m := Machine{CPUs: runtime.NumCPU(), KVM: host.String(), PVM: host.PVM}
-	m.Host, _ = os.Hostname()
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
-	}
-	return m
+	return Machine{Info: hostinfo.Describe(), KVM: host.String(), PVM: host.PVM}
 }
 
 // plan lists the experiments, so that rows of systems that never ran show.
