@@ -2,7 +2,6 @@ package device
 
 import (
 	"image/color"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -41,15 +40,7 @@ func plotResults(r *Results, path string) error {
 	for i, p := range row {
 		plotfmt.Draw(p, canvases[0][i]) // the legend beside the data
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return plotfmt.WritePNG(img, path)
 }
 
 func line(p *plot.Plot, xys plotter.XYs, c color.Color, name string) error {

@@ -87,6 +87,11 @@ func legendArea(p *plot.Plot, c draw.Canvas, w vg.Length) draw.Canvas {
 func SavePNG(p *plot.Plot, w, h vg.Length, path string) error {
 	img := vgimg.New(w, h)
 	Draw(p, draw.New(img))
+	return WritePNG(img, path)
+}
+
+// WritePNG writes a drawn canvas to path as PNG.
+func WritePNG(img *vgimg.Canvas, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
