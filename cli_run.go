@@ -70,7 +70,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.IntVar(&f.tuning.NotifyThreshold, "notify-threshold", f.tuning.NotifyThreshold, "tx chains completed between two used-index publishes")
 	fs.IntVar(&f.tuning.RxIrqGapUs, "rx-irq-us", f.tuning.RxIrqGapUs, "rx interrupt moderation: at least N us between two rx interrupts; one due sooner waits and covers what arrives meanwhile (0: off)")
 	fs.BoolVar(&f.tuning.WorkerBatch, "worker-batch", f.tuning.WorkerBatch, "run the device worker under SCHED_BATCH: on a busy CPU a kick does not preempt the vCPU that is adding frames")
-	fs.IntVar(&f.tuning.TxPollUs, "poll-us", f.tuning.TxPollUs, "tx poll mode: during a burst keep the guest's kicks off and look at the ring every N us while it keeps filling (0: off)")
+	fs.IntVar(&f.tuning.PollUs, "poll-us", f.tuning.PollUs, "busy poll: for N us after the last frame keep the guest's tx kicks off and look at the ring and the tap again after each sched_yield instead of sleeping (0: off)")
 	return fs
 }
 
@@ -283,7 +283,7 @@ func (f *runFlags) check() error {
 		{"tx-weight-pkts", t.TxWeightPkts, 0}, {"tx-weight-bytes", t.TxWeightBytes, 0},
 		{"rx-weight-pkts", t.RxWeightPkts, 0}, {"rx-weight-bytes", t.RxWeightBytes, 0},
 		{"rx-batch", t.RxBatch, 1}, {"notify-threshold", t.NotifyThreshold, 1},
-		{"poll-us", t.TxPollUs, 0}, {"rx-irq-us", t.RxIrqGapUs, 0},
+		{"poll-us", t.PollUs, 0}, {"rx-irq-us", t.RxIrqGapUs, 0},
 	} {
 		switch {
 		case v.val >= v.min:

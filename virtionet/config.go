@@ -80,13 +80,16 @@ type Tuning struct {
 	// NotifyThreshold is how many tx chains are completed between two
 	// publishes of the used index within a run; 0 means the default.
 	NotifyThreshold int
-	// TxPollUs turns on tx poll mode: after a run of at least
-	// NotifyThreshold chains the guest's kicks stay off and the worker
-	// looks at the ring again after this many microseconds, for as long
-	// as each look finds chains (QEMU's tx_burst rule, vhost-net's busy
-	// poll, without spinning). 0 is off: kicks every NotifyThreshold
-	// chains during a burst.
-	TxPollUs int
+	// PollUs turns on busy polling, vhost-net's busyloop: for this many
+	// microseconds after the last frame moved in either direction the
+	// worker does not sleep. It leaves the guest's tx kicks off and looks
+	// at the tx ring and the backend again after each sched_yield, so it
+	// takes no CPU that another thread wants (on a shared CPU the vCPU
+	// keeps running and adding chains; no timer interrupts it) and spins
+	// only on an otherwise idle CPU, at most PollUs after the traffic
+	// stops. Then kicks are back on and the worker sleeps. 0 is off:
+	// kicks every NotifyThreshold chains during bursts.
+	PollUs int
 	// RxIrqGapUs is the least time between two rx interrupts: one due
 	// sooner is held until then and covers what is published meanwhile
 	// (interrupt moderation, on top of EVENT_IDX's used_event). 0 is off.
@@ -138,7 +141,7 @@ func (c Config) normalized() (Config, error) {
 		c.NotifyThreshold = DefaultNotifyThreshold
 	}
 	t := c.Tuning
-	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.TxPollUs, t.RxIrqGapUs} {
+	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.PollUs, t.RxIrqGapUs} {
 		if v < 0 {
 			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Ifname)
 		}

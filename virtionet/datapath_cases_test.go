@@ -20,6 +20,7 @@ var datapathCases = []struct {
 	{"InterruptSuppression", testInterruptSuppressionEventIdx},
 	{"KickSuppression", testKickSuppressionAvailEvent},
 	{"TxPollModeKeepsKicksOff", testTxPollModeKeepsKicksOff},
+	{"LoneFrameKeepsKicks", testLoneFrameKeepsKicks},
 	{"RxIrqGapCoalesces", testRxIrqGapCoalesces},
 	{"HostileTxChain", testHostileTxChainFailsOnlyTx},
 	{"ResetReactivates", testResetStopsWorkerAndReactivates},

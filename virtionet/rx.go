@@ -33,6 +33,7 @@ func (w *worker) handleRx() (requeue bool) {
 		case rxBatchFull:
 		case rxBudget:
 			w.inBurst(rxQueue, true)
+			w.sawWork(pkts)
 			if w.trace != nil {
 				w.trace.event("rx", "budget", "pkts", pkts, "bytes", bytes)
 			}
@@ -40,6 +41,7 @@ func (w *worker) handleRx() (requeue bool) {
 		case rxBackendEmpty:
 			if pkts > 0 { // a wake that found nothing tells nothing about the rate
 				w.inBurst(rxQueue, pkts >= max(w.tuning.NotifyThreshold, 1))
+				w.sawWork(pkts)
 			}
 			if w.backendEOF {
 				w.dropBackend()

@@ -62,33 +62,26 @@ func (w *worker) handleTx() (requeue bool) {
 				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
 			}
 			w.inBurst(txQueue, true)
+			w.sawWork(pkts)
 			return true
 		}
 		if !empty {
 			continue
 		}
 		publish()
-		// Poll mode (TxPollUs): while the guest keeps refilling the
-		// ring, leave kicks off and look again after TxPollUs; a look
-		// that finds the ring idle turns kicks back on, so an idle ring
-		// costs one look and the thread never spins.
-		if w.txPolling && w.polling && pkts == 0 {
-			return false // a late kick for chains a look took: the look due decides
+		if pkts > 0 {
+			w.inBurst(txQueue, pkts >= thr) // a look that found nothing tells nothing about the rate
+			w.sawWork(pkts)
 		}
-		if pkts > 0 { // a look that found nothing tells nothing about the rate
-			w.inBurst(txQueue, pkts >= thr)
-		}
-		thrRun := pkts >= thr || (w.txPolling && pkts > 0)
-		if w.tuning.TxPollUs > 0 && thrRun {
-			w.txPolling = true
-			w.armPoll(w.tuning.TxPollUs * 1000)
+		// Busy polling (PollUs): kicks stay off; the run loop looks
+		// again after a sched_yield, and turns them on once it is over.
+		if w.txPolling = w.busyPolling(); w.txPolling {
 			return false
 		}
-		w.txPolling = false
 		// Without it: in a burst, ask the driver to kick only every
 		// threshold chains, and look again soon by ourselves; otherwise
 		// ask for a kick on the next chain.
-		burst := q.EventIdx && thr > 1 && pkts >= thr && w.tuning.TxPollUs == 0
+		burst := q.EventIdx && thr > 1 && pkts >= thr
 		q.AvailEventAhead = 0
 		if burst {
 			q.AvailEventAhead = uint16(thr - 1)

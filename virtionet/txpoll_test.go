@@ -3,6 +3,7 @@ package virtionet
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // In tx poll mode a burst leaves the guest's kicks off: chains it adds
@@ -13,7 +14,7 @@ func testTxPollModeKeepsKicksOff(t *testing.T, io string) {
 	for _, eventIdx := range []bool{true, false} {
 		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {
 			tun := DefaultTuning()
-			tun.NotifyThreshold, tun.TxPollUs = 8, 200_000 // long: on a loaded machine a round must not let the ring look idle
+			tun.NotifyThreshold, tun.PollUs = 8, 200_000 // long: on a loaded machine a round must not let the ring look idle
 			feat := uint64(0)
 			if !eventIdx {
 				feat = allBut(FeatEventIdx)
@@ -54,5 +55,31 @@ func testTxPollModeKeepsKicksOff(t *testing.T, io string) {
 				t.Errorf("device saw %d kicks for 33 chains, want 2", k)
 			}
 		})
+	}
+}
+
+// A lone chain does not start busy polling: the next chain after it is
+// kicked at once (on a shared CPU a yielding worker would see it only at
+// its next turn).
+func testLoneFrameKeepsKicks(t *testing.T, io string) {
+	tun := DefaultTuning()
+	tun.NotifyThreshold, tun.PollUs = 8, 2_000_000
+	r := newRig(t, rigOptions{io: io, tuning: tun})
+	r.activate()
+	for i := 0; i < 3; i++ {
+		r.txBurst(1, 60)
+		if !r.tx.Kick() {
+			t.Fatalf("chain %d: not kicked; a lone frame must not start busy polling", i)
+		}
+		r.drainPeer(1)
+		r.waitUsed(r.tx, 1, nil)
+		// Well before PollUs is over: a poll would keep them off 2 s.
+		deadline := time.Now().Add(300 * time.Millisecond)
+		for r.tx.AvailEvent() != r.tx.AvailIdx() {
+			if time.Now().After(deadline) {
+				t.Fatalf("chain %d: kicks still off 300 ms after it was used", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

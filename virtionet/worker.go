@@ -43,9 +43,10 @@ type worker struct {
 	rxIrqHeld             bool        // an rx interrupt waits for irqTimer
 	stopping              atomic.Bool // handlers return early: Reset waits
 	tapWatched            bool
-	backendEOF            bool // the backend's peer closed: never watch it again
-	polling               bool // the poll timer is armed
-	txPolling             bool // poll mode: tx kicks are off while the guest keeps adding
+	backendEOF            bool      // the backend's peer closed: never watch it again
+	polling               bool      // the poll timer is armed
+	txPolling             bool      // busy polling: tx kicks are off, the run loop looks at the ring
+	pollUntil             time.Time // busy polling (PollUs): the worker does not sleep before this
 	pending               [2]int
 	npending              int
 	done                  chan struct{}
@@ -188,9 +189,24 @@ func (w *worker) run() {
 	var events [8]unix.EpollEvent
 	for {
 		timeout := -1
-		if w.npending > 0 {
+		switch {
+		case w.npending > 0:
 			timeout = 0
-		} else if w.d.capture != nil {
+		case w.busyPolling():
+			// Let any thread that wants this CPU (a vCPU adding chains)
+			// run first, then look at the tx ring and the backend again.
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			timeout = 0
+			if w.d.capture != nil {
+				w.d.capture.flush()
+			}
+			if w.txPolling {
+				w.enqueue(txQueue)
+			}
+		case w.txPolling:
+			w.enqueue(txQueue) // polling is over: a last look turns kicks back on
+			timeout = 0
+		case w.d.capture != nil:
 			w.d.capture.flush() // about to sleep: let the writer have the frames
 		}
 		n, err := unix.EpollWait(w.epfd, events[:], timeout)
@@ -339,6 +355,25 @@ func (w *worker) dropBackend() {
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
 	w.tapWatched = false
 	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Ifname)
+}
+
+// sawWork starts busy polling after a run that moved a burst (pkts of
+// NotifyThreshold or more) and extends it after any run that moved
+// frames: lone frames (a ping) never start it, so they keep their kicks
+// and wakeups, which on a shared CPU come sooner than the worker's next
+// turn after a yield.
+func (w *worker) sawWork(pkts int) {
+	if w.tuning.PollUs <= 0 || pkts == 0 {
+		return
+	}
+	if pkts >= max(w.tuning.NotifyThreshold, 1) || w.busyPolling() {
+		w.pollUntil = time.Now().Add(time.Duration(w.tuning.PollUs) * time.Microsecond)
+	}
+}
+
+// busyPolling reports whether the worker polls instead of sleeping.
+func (w *worker) busyPolling() bool {
+	return w.tuning.PollUs > 0 && time.Now().Before(w.pollUntil)
 }
 
 // armPoll makes the worker look at the tx ring again soon.

@@ -64,7 +64,7 @@ type PollRow struct {
 // mode: kicks are what cost a VM exit each on a real KVM.
 func pollRun(us int, d time.Duration) (PollRow, error) {
 	tun := virtionet.DefaultTuning()
-	tun.TxPollUs = us
+	tun.PollUs = us
 	m, err := txRate("", tun, 0, otherMAC, 64, d)
 	row := PollRow{PollUs: us, PPS: m.pps, NsPerFrame: m.nsPerFrame}
 	if m.queue.Frames > 0 {
