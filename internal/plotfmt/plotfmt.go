@@ -92,10 +92,10 @@ func SavePNG(p *plot.Plot, w, h vg.Length, path string) error {
 	return WritePNG(img, path)
 }
 
-// PNG draws p as Draw does into a w x h PNG and returns its bytes (for a
-// data: URI in a page).
-func PNG(p *plot.Plot, w, h vg.Length) ([]byte, error) {
-	img := vgimg.New(w, h)
+// PNG draws p as Draw does into a w x h PNG at dpi dots per inch and
+// returns its bytes (for a data: URI in a page).
+func PNG(p *plot.Plot, w, h vg.Length, dpi int) ([]byte, error) {
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
 	Draw(p, draw.New(img))
 	var b bytes.Buffer
 	err := EncodePNG(img, &b)

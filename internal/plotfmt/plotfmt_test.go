@@ -91,7 +91,7 @@ func TestPNGBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Add(l)
-	b, err := PNG(p, 200, 100)
+	b, err := PNG(p, 200, 100, 144)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestPNGBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sz := img.Bounds().Size(); sz.X < 200 || sz.Y < 100 {
-		t.Errorf("image is %v, want at least 200x100 (points at 72 dpi or more)", sz)
+	if sz := img.Bounds().Size(); sz.X != 400 || sz.Y != 200 {
+		t.Errorf("image is %v, want 400x200 (200x100 points at 144 dpi)", sz)
 	}
 	first := img.At(0, 0)
 	same := true
