@@ -205,7 +205,8 @@ func TestPageInChromium(t *testing.T) {
 		defer cancel()
 		// Its own profile and home, no sandbox (root), no network.
 		args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-			"--user-data-dir=" + filepath.Join(dir, "profile"), "--proxy-server=127.0.0.1:9", "--hide-scrollbars"}, args...)
+			"--user-data-dir=" + filepath.Join(dir, "profile"), "--hide-scrollbars",
+			"--proxy-server=127.0.0.1:9", "--disable-background-networking", "--disable-component-update"}, args...)
 		cmd := exec.CommandContext(ctx, bin, append(args, "file://"+file)...)
 		cmd.Env = append(os.Environ(), "HOME="+dir)
 		cmd.Dir = dir
