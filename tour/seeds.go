@@ -45,12 +45,12 @@ var (
 
 // Seeds is what the live runs measured.
 type Seeds struct {
-	Weights    []device.LatencyRow   `json:"weights"`
-	Batches    []device.BatchRow     `json:"batches"`
-	Thresholds []device.ThresholdRow `json:"thresholds"`
-	Failed     []string              `json:"failed,omitempty"`
-	Opt        SeedOptions           `json:"-"`
-	Took       time.Duration         `json:"took"`
+	Weights    []device.LatencyRow
+	Batches    []device.BatchRow
+	Thresholds []device.ThresholdRow
+	Failed     []string
+	Opt        SeedOptions // the options the runs had, defaults filled in
+	Took       time.Duration
 }
 
 // RunSeeds runs experiments 002, 004 and 000 of `tinyvmm bench device`
@@ -90,11 +90,6 @@ func RunSeeds(o SeedOptions) (Seeds, error) {
 	s.Thresholds = r.Seed000
 	s.Took = time.Since(start)
 	return s, nil
-}
-
-// Results holds the seeds as bench/device's results, for its plots.
-func (s Seeds) Results() *device.Results {
-	return &device.Results{Seed002: s.Weights, Seed004: s.Batches, Seed000: s.Thresholds}
 }
 
 // Screen is one idea told with its live numbers: the same in the text and
