@@ -100,6 +100,20 @@ func TestRenderSeedsFailed(t *testing.T) {
 	}
 }
 
+// Where batching gained little, the screen says so instead of praising it.
+func TestBatchScreenLittleGain(t *testing.T) {
+	s := cannedSeeds()
+	for i := range s.Batches {
+		if s.Batches[i].Batch == 64 {
+			s.Batches[i].PPS = s.Batches[i-1].PPS * 0.999
+		}
+	}
+	sc := s.batchScreen()
+	if !strings.Contains(sc.Finding, "batching gained at most +0%") || sc.Table[1][4] != "+0%" {
+		t.Errorf("finding %q, first gain %q", sc.Finding, sc.Table[1][4])
+	}
+}
+
 // TestScreensNameWhatExists checks every "file.go Func" the screens tell
 // the reader to read.
 func TestScreensNameWhatExists(t *testing.T) {
