@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -25,27 +24,28 @@ func init() {
 	commands["tour"] = command{"boot the default guest, ping the host once, and tell that packet's story", tourMain}
 }
 
-const tourUsage = `Usage: tinyvmm tour [--kernel PATH] [--initrd PATH]
+const tourUsage = `Usage: tinyvmm tour [--kernel PATH] [--initrd PATH] [--html FILE] [--seeds=false]
 
 Boots the default guest with a NIC on a tap in a network namespace of its
 own (removed afterwards), has it ping the host once, and tells the story of
 that packet, both ways, from the device's trace of the run: each step with
-its file and function, the counter it moves and the time it took. Needs
-root. Without a usable /dev/kvm it runs itself on nested KVM inside QEMU
-(test/nested), which needs the repository, Go and 'make guest'.
+its file and function, the counter it moves and the time it took. Then one
+screen for each of three ideas from Linux's vhost-net (tx weights, rx
+batching, the notification threshold), each with a live run of a few
+seconds of 'tinyvmm bench device' (no VM; namespaces of its own).
+--html FILE also writes it all as one self-contained page, with plots.
+Needs root. Without a usable /dev/kvm it boots the guest on nested KVM
+inside QEMU (test/nested), which needs the repository, Go and 'make guest';
+the live runs then still run here.
 `
-
-// The first and last lines of the story: the nested proxy keeps what lies
-// between them in L1's console.
-const (
-	tourBegin = "tinyvmm tour: one ping from the guest (10.0.2.15) to the host (10.0.2.1)"
-	tourEnd   = "End of the tour. GUIDE.md explains each stage, with the files to read."
-)
 
 func tourMain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tour", flag.ContinueOnError)
 	kernel := fs.String("kernel", "", "guest kernel (default: out/guest/vmlinux)")
 	initrd := fs.String("initrd", "", "initramfs (default: out/guest/initramfs.cpio)")
+	htmlFile := fs.String("html", "", "also write the tour as one self-contained HTML page to FILE")
+	seeds := fs.Bool("seeds", true, "after the packet, the three ideas with their live runs (about 10 s)")
+	emitData := fs.Bool("emit-data", false, "also print the run's trace and counters as data lines (how the nested run hands them over)")
 	if err := cliflag.Parse(fs, "tour", args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, tourUsage)
@@ -56,30 +56,37 @@ func tourMain(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return fail(stderr, exitUsage, fmt.Errorf("tour: unexpected argument %q", fs.Arg(0)))
 	}
+	// The page's file is made first, so a bad path fails before the boot.
+	var page *os.File
+	if *htmlFile != "" {
+		f, err := os.Create(*htmlFile)
+		if err != nil {
+			return fail(stderr, exitRuntime, fmt.Errorf("tour: %v", err))
+		}
+		page = f
+		defer func() {
+			if page != nil { // not written: leave no empty page behind
+				page.Close()
+				os.Remove(*htmlFile)
+			}
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	var res tour.Result
+	var err error
+	nested := false
 	if h := kvm.Detect(); !h.Usable || h.PVM {
 		why := h.Why
 		if h.Usable {
 			why = "host KVM is PVM, whose guests cannot run user space"
 		}
-		return tourNested(ctx, why, stdout, stderr)
+		res, err = tourNested(ctx, why, stderr)
+		nested = true
+	} else {
+		res, err = tourHere(ctx, *kernel, *initrd, stderr)
 	}
-	dirs := guestDirs()
-	if *kernel == "" {
-		if *kernel = findGuestFile(dirs, defaultKernel); *kernel == "" {
-			return fail(stderr, exitRuntime, fmt.Errorf("no default kernel (out/guest/%s); build the default guest with 'make guest'", defaultKernel))
-		}
-	}
-	if *initrd == "" {
-		if *initrd = findGuestFile(dirs, defaultInitrd); *initrd == "" {
-			return fail(stderr, exitRuntime, fmt.Errorf("no default initrd (out/guest/%s); build the default guest with 'make guest'", defaultInitrd))
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	res, err := tour.Run(ctx, tour.Options{Kernel: *kernel, Initrd: *initrd, Log: stderr})
 	if err != nil {
 		return fail(stderr, exitRuntime, fmt.Errorf("tour: %v", err))
 	}
@@ -87,75 +94,101 @@ func tourMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, exitRuntime, fmt.Errorf("tour: %v", err))
 	}
-	fmt.Fprintln(stdout, tourBegin)
-	fmt.Fprintln(stdout, "and back, told from the device's trace of this very run.")
-	fmt.Fprintln(stdout)
-	for _, l := range res.Ping {
-		fmt.Fprintf(stdout, "  guest$ %s\n", strings.TrimSpace(l))
+	p := tour.Page{Run: res, Story: story, Nested: nested}
+	tour.WriteStory(stdout, p)
+	if *seeds {
+		s, err := tour.RunSeeds(tour.SeedOptions{Log: stderr})
+		if err != nil {
+			return fail(stderr, exitRuntime, fmt.Errorf("tour: the live runs: %v", err))
+		}
+		p.Seeds = &s
+		tour.RenderSeeds(stdout, s)
 	}
-	fmt.Fprintf(stdout, "  (boot, ping and power-off took %.1f s; the device moved tx frames with %s)\n",
-		res.Elapsed.Seconds(), res.Stats.IO)
-	tour.Render(stdout, story)
+	if *emitData {
+		if err := tour.WriteData(stdout, res); err != nil {
+			return fail(stderr, exitRuntime, fmt.Errorf("tour: %v", err))
+		}
+	}
+	if page != nil {
+		err := tour.WriteHTML(page, p)
+		if cerr := page.Close(); err == nil {
+			err = cerr
+		}
+		page = nil
+		if err != nil {
+			os.Remove(*htmlFile)
+			return fail(stderr, exitRuntime, fmt.Errorf("tour: %s: %v", *htmlFile, err))
+		}
+		fmt.Fprintf(stdout, "\nThe same tour as one page: %s\n", *htmlFile)
+	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, tourEnd)
+	fmt.Fprintln(stdout, tour.End)
 	return 0
 }
 
-// consoleNoise is a kernel log line of L1 ("[   5.86] kvm [49]: ...").
-var consoleNoise = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
+// tourHere boots the guest on this machine's KVM.
+func tourHere(ctx context.Context, kernel, initrd string, stderr io.Writer) (tour.Result, error) {
+	dirs := guestDirs()
+	if kernel == "" {
+		if kernel = findGuestFile(dirs, defaultKernel); kernel == "" {
+			return tour.Result{}, fmt.Errorf("no default kernel (out/guest/%s); build the default guest with 'make guest'", defaultKernel)
+		}
+	}
+	if initrd == "" {
+		if initrd = findGuestFile(dirs, defaultInitrd); initrd == "" {
+			return tour.Result{}, fmt.Errorf("no default initrd (out/guest/%s); build the default guest with 'make guest'", defaultInitrd)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	return tour.Run(ctx, tour.Options{Kernel: kernel, Initrd: initrd, Log: stderr})
+}
 
 // tourNested runs `tinyvmm tour` inside the nested L1 (test/nested), where
-// KVM is real, and prints the story from L1's console.
-func tourNested(ctx context.Context, why string, stdout, stderr io.Writer) int {
+// KVM is real, and takes the run's trace and counters from L1's console;
+// the story is told here, from them.
+func tourNested(ctx context.Context, why string, stderr io.Writer) (tour.Result, error) {
 	root := findRepo()
 	if root == "" {
-		return fail(stderr, exitRuntime, fmt.Errorf("tour: %s, and no tinyvmm repository here to run it on nested KVM from (run tinyvmm tour in the repository)", why))
+		return tour.Result{}, fmt.Errorf("%s, and no tinyvmm repository here to run it on nested KVM from (run tinyvmm tour in the repository)", why)
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		return fail(stderr, exitRuntime, fmt.Errorf("tour: %s, and no Go toolchain to build the nested runner", why))
+		return tour.Result{}, fmt.Errorf("%s, and no Go toolchain to build the nested runner", why)
 	}
-	fmt.Fprintf(stderr, "tour: %s; running the tour on nested KVM inside QEMU (test/nested: 1-3 minutes)\n", why)
-	cmd := exec.CommandContext(ctx, "go", "run", "./test/nested/cmd/nested", "-probe-exits", "0", "--", "tour")
+	fmt.Fprintf(stderr, "tour: %s; booting the guest on nested KVM inside QEMU (test/nested: 1-3 minutes)\n", why)
+	cmd := exec.CommandContext(ctx, "go", "run", "./test/nested/cmd/nested", "-probe-exits", "0", "--", "tour", "--seeds=false", "--emit-data")
 	cmd.Dir = root
 	var runnerLog strings.Builder
 	cmd.Stderr = &runnerLog
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return fail(stderr, exitRuntime, err)
+		return tour.Result{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return fail(stderr, exitRuntime, err)
+		return tour.Result{}, err
 	}
 	var console []string // kept for the error path
-	in, done := false, false
+	var data tour.DataReader
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		console = append(console, line)
-		switch {
-		case strings.HasPrefix(line, tourBegin):
-			in = true
-		case !in || done || consoleNoise.MatchString(line):
-			continue
+		if line := sc.Text(); !data.Line(line) {
+			console = append(console, strings.TrimRight(line, "\r"))
 		}
-		if line == tourEnd {
-			fmt.Fprintln(stdout, "(This run was in the nested L1, which QEMU emulates: its times are far above")
-			fmt.Fprintln(stdout, "hardware's. The steps, their order and the counters carry over.)")
-			fmt.Fprintln(stdout)
-			done = true
-		}
-		fmt.Fprintln(stdout, line)
 	}
 	err = cmd.Wait()
-	if err != nil || !done {
-		if len(console) > 30 {
-			console = console[len(console)-30:]
-		}
-		fmt.Fprintf(stderr, "%s\n%s\n", strings.Join(console, "\n"), lastLines(runnerLog.String(), 10))
-		return fail(stderr, exitRuntime, fmt.Errorf("tour: the nested run did not tell the story (%v)", err))
+	res, derr := data.Result()
+	if err == nil && derr == nil {
+		return res, nil
 	}
-	return 0
+	if len(console) > 30 {
+		console = console[len(console)-30:]
+	}
+	fmt.Fprintf(stderr, "%s\n%s\n", strings.Join(console, "\n"), lastLines(runnerLog.String(), 10))
+	if err == nil {
+		err = derr
+	}
+	return res, fmt.Errorf("the nested run did not hand over its trace (%v)", err)
 }
 
 // findRepo returns the tinyvmm repository holding the current directory or

@@ -19,8 +19,12 @@ func TestTourUsage(t *testing.T) {
 	}
 }
 
-func TestConsoleNoise(t *testing.T) {
-	if !consoleNoise.MatchString("[   13.398320] kvm [60]: vcpu0, guest rIP") || consoleNoise.MatchString(" 1. the guest's driver") {
-		t.Error("consoleNoise does not tell L1's kernel lines from the story")
+// A page that cannot be written fails at once, in one line, before any
+// boot.
+func TestTourHTMLBadPath(t *testing.T) {
+	var out, errb strings.Builder
+	st := dispatch([]string{"tour", "--html", "/nonexistent-dir/tour.html"}, &out, &errb)
+	if st != exitRuntime || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "/nonexistent-dir/tour.html") {
+		t.Errorf("status %d, stderr %q; want %d and one line naming the file", st, errb.String(), exitRuntime)
 	}
 }

@@ -17,17 +17,27 @@ var (
 	orange = color.RGBA{R: 255, G: 127, B: 14, A: 255}
 )
 
-// plotResults draws the three tables side by side into a PNG.
-func plotResults(r *Results, path string) error {
-	var row []*plot.Plot
+// Plots returns a plot of each of the three seed tables that r holds, in
+// the order 002, 004, 000 (the tour draws them one by one).
+func Plots(r *Results) ([]*plot.Plot, error) {
+	var ps []*plot.Plot
 	for _, mk := range []func(*Results) (*plot.Plot, error){plotSeed002, plotSeed004, plotSeed000} {
 		p, err := mk(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if p != nil {
-			row = append(row, p)
+			ps = append(ps, p)
 		}
+	}
+	return ps, nil
+}
+
+// plotResults draws the three tables side by side into a PNG.
+func plotResults(r *Results, path string) error {
+	row, err := Plots(r)
+	if err != nil {
+		return err
 	}
 	if len(row) == 0 {
 		return nil

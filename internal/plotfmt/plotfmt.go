@@ -4,6 +4,8 @@
 package plotfmt
 
 import (
+	"bytes"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -90,13 +92,29 @@ func SavePNG(p *plot.Plot, w, h vg.Length, path string) error {
 	return WritePNG(img, path)
 }
 
+// PNG draws p as Draw does into a w x h PNG at dpi dots per inch and
+// returns its bytes (for a data: URI in a page).
+func PNG(p *plot.Plot, w, h vg.Length, dpi int) ([]byte, error) {
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
+	Draw(p, draw.New(img))
+	var b bytes.Buffer
+	err := EncodePNG(img, &b)
+	return b.Bytes(), err
+}
+
+// EncodePNG writes a drawn canvas to w as PNG.
+func EncodePNG(img *vgimg.Canvas, w io.Writer) error {
+	_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
+	return err
+}
+
 // WritePNG writes a drawn canvas to path as PNG.
 func WritePNG(img *vgimg.Canvas, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+	if err := EncodePNG(img, f); err != nil {
 		f.Close()
 		return err
 	}

@@ -1,6 +1,8 @@
 package plotfmt
 
 import (
+	"bytes"
+	"image/png"
 	"strings"
 	"testing"
 
@@ -76,5 +78,41 @@ func TestLegendBesideData(t *testing.T) {
 	}
 	if p.Legend.Top != before.Top || p.Legend.Left != before.Left {
 		t.Error("Draw changed the plot's legend")
+	}
+}
+
+// PNG's bytes decode as a PNG of the size asked for, with more than one
+// colour in it (the plot was drawn, not just the background).
+func TestPNGBytes(t *testing.T) {
+	p := plot.New()
+	p.Title.Text = "t"
+	l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Add(l)
+	b, err := PNG(p, 200, 100, 144)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sz := img.Bounds().Size(); sz.X != 400 || sz.Y != 200 {
+		t.Errorf("image is %v, want 400x200 (200x100 points at 144 dpi)", sz)
+	}
+	first := img.At(0, 0)
+	same := true
+	for y := 0; y < img.Bounds().Dy() && same; y++ {
+		for x := 0; x < img.Bounds().Dx(); x++ {
+			if img.At(x, y) != first {
+				same = false
+				break
+			}
+		}
+	}
+	if same {
+		t.Error("the PNG is one colour")
 	}
 }
