@@ -1,0 +1,98 @@
+package usernet
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxVnetHdr is the largest struct virtio_net_hdr the device puts in front
+// of a frame (12 bytes with num_buffers).
+const maxVnetHdr = 12
+
+// ethHeaderLen is the least a frame must hold: the switch reads both MACs
+// and the type without checking the length.
+const ethHeaderLen = 14
+
+// frameConn is the gvisor-tap-vsock switch's end of the link: one Read is
+// one Ethernet frame from the guest, one Write one frame to it, as on the
+// SOCK_SEQPACKET socket of its "bess" protocol. Under it is the other end
+// of the device's socketpair, where each message carries the device's vnet
+// header first: Read takes it off, Write puts a zero one on (no offloads
+// are offered, so no header ever asks for anything).
+type frameConn struct {
+	*net.UnixConn
+	hdrLen *atomic.Int32
+
+	dropped atomic.Uint64 // guest frames too short for Ethernet or cut short
+}
+
+// Read returns the next frame the guest sent that is at least an Ethernet
+// header long; shorter or truncated ones are dropped and counted.
+func (c *frameConn) Read(b []byte) (int, error) {
+	var hdr [maxVnetHdr]byte
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	for {
+		h := hdr[:c.hdrLen.Load()]
+		var n, flags int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, _, flags, _, rerr = unix.RecvmsgBuffers(int(fd), [][]byte{h, b}, nil, unix.MSG_DONTWAIT)
+			return !errors.Is(rerr, unix.EAGAIN)
+		})
+		if err == nil {
+			err = rerr
+		}
+		switch {
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF // the device's end is closed
+		case n < len(h)+ethHeaderLen || flags&unix.MSG_TRUNC != 0:
+			c.dropped.Add(1)
+			continue
+		}
+		return n - len(h), nil
+	}
+}
+
+// Write sends one frame to the guest behind a zero vnet header. It waits
+// while the socket is full (the guest is not taking frames): that is the
+// link's back-pressure; Close ends the wait.
+func (c *frameConn) Write(b []byte) (int, error) {
+	var hdr [maxVnetHdr]byte
+	h := hdr[:c.hdrLen.Load()]
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	err = rc.Write(func(fd uintptr) bool {
+		n, werr = unix.SendmsgBuffers(int(fd), [][]byte{h, b}, nil, nil, unix.MSG_DONTWAIT)
+		return !errors.Is(werr, unix.EAGAIN)
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return max(n-len(h), 0), nil
+}
+
+// deviceAddr names the device's end in the switch's messages (a
+// socketpair's ends have no address, and the switch prints them).
+var deviceAddr = &net.UnixAddr{Name: "virtio-net", Net: "unixpacket"}
+
+// LocalAddr implements net.Conn.
+func (c *frameConn) LocalAddr() net.Addr { return deviceAddr }
+
+// RemoteAddr implements net.Conn.
+func (c *frameConn) RemoteAddr() net.Addr { return deviceAddr }

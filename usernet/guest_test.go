@@ -1,0 +1,132 @@
+package usernet
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+)
+
+// testGuest plays the guest and the virtio-net device at once: a second
+// gVisor stack at GuestIP whose frames cross the Backend's fd with a vnet
+// header in front, as the device's would.
+type testGuest struct {
+	s      *stack.Stack
+	ep     *channel.Endpoint
+	fd     int
+	hdrLen int
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newTestGuest(t *testing.T, b *Backend, mac net.HardwareAddr) *testGuest {
+	t.Helper()
+	g := &testGuest{fd: b.Fd(), hdrLen: maxVnetHdr}
+	g.ep = channel.New(256, 1500, tcpip.LinkAddress(mac))
+	g.s = stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol},
+	})
+	if err := g.s.CreateNIC(1, ethernet.New(g.ep)); err != nil {
+		t.Fatal(err)
+	}
+	addr := tcpip.AddrFrom4Slice(net.ParseIP(GuestIP).To4())
+	if err := g.s.AddProtocolAddress(1, tcpip.ProtocolAddress{
+		Protocol: ipv4.ProtocolNumber, AddressWithPrefix: addr.WithPrefix(),
+	}, stack.AddressProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	_, subnet, _ := net.ParseCIDR(Subnet)
+	sn, _ := tcpip.NewSubnet(tcpip.AddrFrom4Slice(subnet.IP.To4()), tcpip.MaskFromBytes(subnet.Mask))
+	g.s.SetRouteTable([]tcpip.Route{{Destination: sn, NIC: 1}})
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(2)
+	go g.tx(ctx)
+	go g.rx(ctx)
+	t.Cleanup(g.close)
+	return g
+}
+
+// tx sends each frame of the guest stack through the fd behind a zero
+// vnet header, waiting while the socket is full.
+func (g *testGuest) tx(ctx context.Context) {
+	defer g.wg.Done()
+	hdr := make([]byte, g.hdrLen)
+	for {
+		pkt := g.ep.ReadContext(ctx)
+		if pkt == nil {
+			return
+		}
+		frame := pkt.ToView().AsSlice()
+		for {
+			_, err := unix.SendmsgBuffers(g.fd, [][]byte{hdr, frame}, nil, nil, unix.MSG_DONTWAIT)
+			if !errors.Is(err, unix.EAGAIN) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		pkt.DecRef()
+	}
+}
+
+// rx hands each frame from the fd to the guest stack without its header.
+func (g *testGuest) rx(ctx context.Context) {
+	defer g.wg.Done()
+	hdr := make([]byte, g.hdrLen)
+	buf := make([]byte, 65536)
+	for ctx.Err() == nil {
+		fds := []unix.PollFd{{Fd: int32(g.fd), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, 20); n <= 0 {
+			continue
+		}
+		n, _, _, _, err := unix.RecvmsgBuffers(g.fd, [][]byte{hdr, buf}, nil, unix.MSG_DONTWAIT)
+		if err != nil || n <= g.hdrLen {
+			continue
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[:n-g.hdrLen])})
+		g.ep.InjectInbound(header.EthernetProtocolAll, pkt)
+		pkt.DecRef()
+	}
+}
+
+func (g *testGuest) close() {
+	g.cancel()
+	g.wg.Wait()
+	g.s.Close()
+	g.s.Wait()
+}
+
+func (g *testGuest) dial(ctx context.Context, addr string) (net.Conn, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := net.LookupPort("tcp", port)
+	return gonet.DialContextTCP(ctx, g.s, tcpip.FullAddress{
+		NIC: 1, Addr: tcpip.AddrFrom4Slice(net.ParseIP(host).To4()), Port: uint16(p),
+	}, ipv4.ProtocolNumber)
+}
+
+func (g *testGuest) listen(t *testing.T, port uint16) net.Listener {
+	t.Helper()
+	ln, err := gonet.ListenTCP(g.s, tcpip.FullAddress{
+		NIC: 1, Addr: tcpip.AddrFrom4Slice(net.ParseIP(GuestIP).To4()), Port: port,
+	}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}

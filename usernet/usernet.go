@@ -1,0 +1,244 @@
+// Package usernet is the virtio-net backend of --net user: rootless
+// user-mode networking in-process, on github.com/containers/gvisor-tap-vsock
+// (a gVisor network stack playing the gateway). The guest gets DHCP, DNS,
+// NAT to the host's own connections and port forwards from host addresses
+// into the guest; nothing needs root, a tap or a namespace.
+//
+// The device sees a plain Backend: its end of a SOCK_SEQPACKET socketpair,
+// one frame per message behind the vnet header, as with a tap. The other
+// end goes to the switch as one connection of gvisor-tap-vsock's "bess"
+// (SOCK_SEQPACKET) protocol through frameConn, which takes the vnet header
+// off and puts it back. Seqpacket rather than datagrams: a unix datagram
+// socket queues at most net.unix.max_dgram_qlen (10) messages however big
+// its buffer, so a burst would be dropped; a seqpacket one queues up to its
+// buffer. A length-prefixed stream (the "qemu" protocol) would need the
+// device to frame and unframe. virtionet does not import this package; vmm
+// does.
+package usernet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/containers/gvisor-tap-vsock/pkg/types"
+	"github.com/containers/gvisor-tap-vsock/pkg/virtualnetwork"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// The guest's network, laid out as QEMU's user networking lays it out, so
+// what people know from -nic user holds: the gateway is also the host's
+// loopback and the DNS server.
+const (
+	Subnet = "10.0.2.0/24"
+	// GatewayIP answers DHCP and DNS; other TCP and UDP to it reaches the
+	// host's 127.0.0.1 on the same port.
+	GatewayIP = "10.0.2.2"
+	// GuestIP is the address DHCP gives the guest's MAC.
+	GuestIP    = "10.0.2.15"
+	gatewayMAC = "5a:94:ef:e4:0c:dd"
+	hostLoop   = "127.0.0.1"
+)
+
+// sockBuf is the send buffer asked for on each end of the socketpair: room
+// for a burst of full frames. Without privilege Linux caps it at
+// net.core.wmem_max (twice 208 KiB by default); a full buffer drops the
+// device's tx frame (as a tap's full queue does) and makes the switch wait.
+const sockBuf = 4 << 20
+
+// Config is one user-mode network.
+type Config struct {
+	// MAC is the guest's MAC: DHCP hands GuestIP to it.
+	MAC net.HardwareAddr
+	// MTU of the link (the device's); DHCP tells the guest. 0 is 1500.
+	MTU int
+	// Forwards are TCP listeners on the host whose connections go to a
+	// port of the guest (hostfwd=).
+	Forwards []Forward
+}
+
+// Forward is one hostfwd=tcp:HOSTADDR:HPORT-:GPORT.
+type Forward struct {
+	// Host is the address to listen on, "127.0.0.1:8080"; port 0 picks a
+	// free one (Backend.Forwards tells which).
+	Host      string
+	GuestPort uint16
+}
+
+// Backend is the device's end of the link to the virtual network.
+type Backend struct {
+	fd     int
+	hdrLen atomic.Int32
+	conn   *frameConn
+	vn     *virtualnetwork.VirtualNetwork
+	fwds   []*forwarder
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	err    error // why the switch let go of the link, if it did
+	errMu  sync.Mutex
+}
+
+// quietLogs silences logrus, gvisor-tap-vsock's logger: it reports each
+// connection the guest makes that fails and the link's end at Close at
+// error level, on stderr, which would interleave with the guest's output.
+var quietLogs sync.Once
+
+// Open starts a virtual network for one device.
+func Open(cfg Config) (*Backend, error) {
+	if len(cfg.MAC) != 6 {
+		return nil, fmt.Errorf("net user: the guest's MAC %v is not 6 bytes", cfg.MAC)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 1500
+	}
+	quietLogs.Do(func() { logrus.SetOutput(io.Discard) })
+	vn, err := virtualnetwork.New(&types.Configuration{
+		MTU:               cfg.MTU,
+		Subnet:            Subnet,
+		GatewayIP:         GatewayIP,
+		GatewayMacAddress: gatewayMAC,
+		DHCPStaticLeases:  map[string]string{GuestIP: cfg.MAC.String()},
+		NAT:               map[string]string{GatewayIP: hostLoop},
+		Protocol:          types.BessProtocol,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("net user: socketpair: %v", err)
+	}
+	for _, fd := range fds {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	uc, err := unixConn(fds[1])
+	if err != nil {
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	b := &Backend{fd: fds[0], vn: vn}
+	b.hdrLen.Store(maxVnetHdr)
+	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	for _, f := range cfg.Forwards {
+		fw, err := listenForward(b, f)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.fwds = append(b.fwds, fw)
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if err := vn.AcceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
+			b.errMu.Lock()
+			b.err = err
+			b.errMu.Unlock()
+		}
+	}()
+	for _, fw := range b.fwds {
+		fw.start()
+	}
+	return b, nil
+}
+
+// unixConn makes fd (the switch's end) a *net.UnixConn on Go's poller.
+func unixConn(fd int) (*net.UnixConn, error) {
+	f := fdFile(fd)
+	defer f.Close() // FileConn holds a dup
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("socketpair end is not a unix socket")
+	}
+	return uc, nil
+}
+
+// Name implements virtionet.Backend.
+func (b *Backend) Name() string { return "user" }
+
+// Fd implements virtionet.Backend.
+func (b *Backend) Fd() int { return b.fd }
+
+// Offloads implements virtionet.Backend: none, so the guest sends and
+// takes whole frames with their checksums done, which is what the gVisor
+// stack reads and writes.
+func (b *Backend) Offloads() uint { return 0 }
+
+// MultiFrame implements virtionet.MultiFramer: the device moves batches
+// of frames with sendmmsg and recvmmsg.
+func (b *Backend) MultiFrame() bool { return true }
+
+// SetVnetHdrSize implements virtionet.Backend: frameConn takes this many
+// bytes off each frame from the device and puts as many zeros in front of
+// each frame to it.
+func (b *Backend) SetVnetHdrSize(n int) error {
+	if n < 0 || n > maxVnetHdr {
+		return fmt.Errorf("net user: vnet header of %d bytes", n)
+	}
+	b.hdrLen.Store(int32(n))
+	return nil
+}
+
+// SetOffload implements virtionet.Backend: only none is offered.
+func (b *Backend) SetOffload(flags uint) error {
+	if flags != 0 {
+		return fmt.Errorf("net user: offloads %#x were never offered", flags)
+	}
+	return nil
+}
+
+// Forwards returns the host address each hostfwd listens on, in order.
+func (b *Backend) Forwards() []string {
+	var out []string
+	for _, fw := range b.fwds {
+		out = append(out, fw.ln.Addr().String())
+	}
+	return out
+}
+
+// Dropped counts the guest's frames left out for being shorter than an
+// Ethernet header.
+func (b *Backend) Dropped() uint64 { return b.conn.dropped.Load() }
+
+// Err is why the switch let go of the link before Close, if it did.
+func (b *Backend) Err() error {
+	b.errMu.Lock()
+	defer b.errMu.Unlock()
+	return b.err
+}
+
+// Close stops the forwards and the link and waits for their goroutines.
+// The gVisor stack's own services (DHCP, DNS) have no way to stop: their
+// goroutines stay blocked on their closed network, a few per Backend.
+func (b *Backend) Close() error {
+	var err error
+	b.once.Do(func() {
+		b.cancel()
+		for _, fw := range b.fwds {
+			fw.close()
+		}
+		b.conn.Close() // ends AcceptBess's read
+		err = unix.Close(b.fd)
+		b.wg.Wait()
+	})
+	return err
+}

@@ -1,0 +1,232 @@
+package usernet
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+
+func open(t *testing.T, cfg Config) *Backend {
+	t.Helper()
+	if cfg.MAC == nil {
+		cfg.MAC = testMAC
+	}
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// get fetches url from inside the guest over the gateway.
+func get(ctx context.Context, g *testGuest, url string) (string, error) {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return g.dial(ctx, addr) },
+	}}
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// The gateway's address reaches the host's 127.0.0.1 on the same port.
+func TestGuestReachesHostLoopbackThroughGateway(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s from the host", r.URL.Path)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	b := open(t, Config{})
+	g := newTestGuest(t, b, testMAC)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body, err := get(ctx, g, "http://"+GatewayIP+":"+port+"/page")
+	if err != nil || body != "hello /page from the host" {
+		t.Fatalf("GET through the gateway: %q, %v", body, err)
+	}
+}
+
+// A hostfwd carries a host connection to the guest's port, data both
+// ways, and the end of data each way.
+func TestHostForwardReachesGuestPort(t *testing.T) {
+	b := open(t, Config{Forwards: []Forward{{Host: "127.0.0.1:0", GuestPort: 8080}}})
+	g := newTestGuest(t, b, testMAC)
+	ln := g.listen(t, 8080)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		in, _ := io.ReadAll(c) // until the host's CloseWrite
+		c.Write(append([]byte("guest got: "), in...))
+	}()
+	addrs := b.Forwards()
+	if len(addrs) != 1 || !strings.HasPrefix(addrs[0], "127.0.0.1:") {
+		t.Fatalf("Forwards() = %v", addrs)
+	}
+	c, err := net.DialTimeout("tcp", addrs[0], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	msg := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16) // 64 KiB: many frames
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, append([]byte("guest got: "), msg...)) {
+		t.Fatalf("reply: %d bytes (want %d), %v", len(got), len("guest got: ")+len(msg), err)
+	}
+}
+
+// A forward to a port nobody listens on in the guest closes the host's
+// connection instead of leaving it hanging.
+func TestHostForwardToClosedGuestPortCloses(t *testing.T) {
+	b := open(t, Config{Forwards: []Forward{{Host: "127.0.0.1:0", GuestPort: 9}}})
+	newTestGuest(t, b, testMAC)
+	c, err := net.Dial("tcp", b.Forwards()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes from a forward to a closed port", n)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the forward to a closed guest port stayed open")
+	}
+}
+
+// Frames the guest makes up are dropped or answered by the stack; the
+// network keeps working after them.
+func TestHostileFramesAreDropped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "still here") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	b := open(t, Config{})
+	hdr := make([]byte, maxVnetHdr)
+	gw, _ := net.ParseMAC(gatewayMAC)
+	bcast := bytes.Repeat([]byte{0xff}, 6)
+	frames := [][]byte{
+		nil,                         // the vnet header alone
+		hdr[:5],                     // shorter than the header
+		make([]byte, maxVnetHdr+13), // one byte short of Ethernet
+		append(append(append(append([]byte{}, hdr...), gw...), testMAC...), 0x08, 0x00),                                                              // IPv4, no IP header
+		append(append(append(append([]byte{}, hdr...), bcast...), testMAC...), 0x08, 0x06, 1, 2, 3),                                                  // cut ARP
+		append(append(append(append([]byte{}, hdr...), gw...), testMAC...), append([]byte{0x08, 0x00, 0x45, 0, 0xff, 0xff}, make([]byte, 40)...)...), // IP length past the frame
+	}
+	frames[0] = hdr
+	for i, f := range frames {
+		if err := unix.Send(b.Fd(), f, unix.MSG_DONTWAIT); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	big := make([]byte, 200<<10) // longer than the switch's read buffer
+	copy(big[maxVnetHdr:], append(append([]byte{}, gw...), testMAC...))
+	unix.SetsockoptInt(b.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
+	if err := unix.Send(b.Fd(), big, unix.MSG_DONTWAIT); err != nil {
+		t.Logf("200 KiB frame not sent (%v); the socket refuses it", err)
+	}
+	g := newTestGuest(t, b, testMAC)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if body, err := get(ctx, g, "http://"+GatewayIP+":"+port+"/"); err != nil || body != "still here" {
+		t.Fatalf("after hostile frames: %q, %v", body, err)
+	}
+	if d := b.Dropped(); d < 3 {
+		t.Errorf("Dropped() = %d, want at least the 3 frames shorter than Ethernet", d)
+	}
+	if err := b.Err(); err != nil {
+		t.Errorf("the switch let go of the link: %v", err)
+	}
+}
+
+// Close frees the forward's port and ends its connections and goroutines.
+func TestCloseFreesForwardsAndGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	b, err := Open(Config{MAC: testMAC, Forwards: []Forward{{Host: "127.0.0.1:0", GuestPort: 80}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Forwards()[0]
+	c, err := net.Dial("tcp", addr) // held open: the guest never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port of a closed forward still taken: %v", err)
+	}
+	ln.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("forwarded connection still open after Close")
+	}
+	// gVisor's DHCP and DNS goroutines stay (see Close); ours must not.
+	time.Sleep(100 * time.Millisecond)
+	if after := runtime.NumGoroutine(); after > before+12 {
+		t.Errorf("%d goroutines before Open, %d after Close", before, after)
+	}
+}
+
+func TestOpenRefusesBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MAC: net.HardwareAddr{1, 2}}, "MAC"},
+		{Config{MAC: testMAC, Forwards: []Forward{{Host: "127.0.0.1:0"}}}, "guest port 0"},
+		{Config{MAC: testMAC, Forwards: []Forward{{Host: "256.0.0.1:80", GuestPort: 80}}}, "hostfwd"},
+	} {
+		b, err := Open(tc.cfg)
+		if err == nil {
+			b.Close()
+			t.Errorf("Open(%+v) worked", tc.cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%+v): %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestBackendSettings(t *testing.T) {
+	b := open(t, Config{})
+	if b.Offloads() != 0 || !b.MultiFrame() || b.Name() != "user" {
+		t.Fatalf("Offloads %#x MultiFrame %v Name %q", b.Offloads(), b.MultiFrame(), b.Name())
+	}
+	if err := b.SetOffload(1); err == nil {
+		t.Error("SetOffload(csum) accepted, but none was offered")
+	}
+	if err := b.SetVnetHdrSize(13); err == nil {
+		t.Error("SetVnetHdrSize(13) accepted")
+	}
+	if err := b.SetVnetHdrSize(10); err != nil || b.hdrLen.Load() != 10 {
+		t.Errorf("SetVnetHdrSize(10): %v, size %d", err, b.hdrLen.Load())
+	}
+}
