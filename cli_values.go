@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
+	"tinyvmm/usernet"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
@@ -60,16 +62,21 @@ func formatSize(n uint64) string {
 
 // netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev]
 // [,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...]
-// (or af_packet=IFNAME instead of tap=NAME: join a host interface).
+// (or af_packet=IFNAME instead of tap=NAME: join a host interface; or user
+// [,hostfwd=tcp:HOSTADDR:HPORT-:GPORT]...: a user-mode network, no root).
 type netsValue struct{ nets *[]vmm.NetConfig }
 
-const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...]"
+const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...], af_packet=IFNAME[,...] or user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...[,...]"
 
 func (v netsValue) String() string { return "" }
 
 func (v netsValue) Set(s string) error {
 	var n vmm.NetConfig
-	for _, kv := range strings.Split(s, ",") {
+	for i, kv := range strings.Split(s, ",") {
+		if i == 0 && kv == "user" {
+			n.User = &usernet.Config{}
+			continue
+		}
 		key, val, ok := strings.Cut(kv, "=")
 		if !ok || val == "" {
 			return fmt.Errorf("--net %q: expected %s", s, netUsage)
@@ -101,6 +108,15 @@ func (v netsValue) Set(s string) error {
 			n.IO = val
 		case "pcap":
 			n.Pcap = val
+		case "hostfwd":
+			if n.User == nil {
+				return fmt.Errorf("--net %q: hostfwd= is for a user network: --net user,hostfwd=...", s)
+			}
+			f, err := parseHostFwd(val)
+			if err != nil {
+				return err
+			}
+			n.User.Forwards = append(n.User.Forwards, f)
 		case "rx-rate", "tx-rate", "rx-pps", "tx-pps":
 			b, err := virtionet.ParseBucket(val)
 			if err != nil {
@@ -113,8 +129,22 @@ func (v netsValue) Set(s string) error {
 			return fmt.Errorf("--net: unknown key %q; expected %s", key, netUsage)
 		}
 	}
+	if n.User != nil {
+		if n.Ifname != "" || n.AFPacket != "" || n.IO != "" {
+			return fmt.Errorf("--net %q: a user network takes no tap=, af_packet= or io=", s)
+		}
+		users := 0
+		for _, o := range *v.nets {
+			if o.User != nil {
+				users++
+			}
+		}
+		n.Ifname = fmt.Sprintf("user%d", users) // names it in messages and stats, and seeds its MAC
+		*v.nets = append(*v.nets, n)
+		return nil
+	}
 	if (n.Ifname == "") == (n.AFPacket == "") {
-		return fmt.Errorf("--net %q: give one of tap=NAME or af_packet=IFNAME", s)
+		return fmt.Errorf("--net %q: give one of tap=NAME, af_packet=IFNAME or user", s)
 	}
 	if n.AFPacket != "" && n.IO == virtionet.IOUring {
 		return fmt.Errorf("--net %q: io=uring is for a tap; af_packet batches with sendmmsg already", s)
@@ -127,6 +157,49 @@ func (v netsValue) Set(s string) error {
 	}
 	*v.nets = append(*v.nets, n)
 	return nil
+}
+
+// parseHostFwd parses QEMU's hostfwd syntax, TCP only:
+// tcp:[HOSTADDR]:HPORT-[GUESTADDR]:GPORT. HOSTADDR defaults to 127.0.0.1
+// (QEMU's is every address: a forward open to the network must be asked
+// for); GUESTADDR, if given, must be the guest's own, usernet.GuestIP.
+func parseHostFwd(val string) (usernet.Forward, error) {
+	bad := func(why string) (usernet.Forward, error) {
+		return usernet.Forward{}, fmt.Errorf("--net hostfwd=%s: %s; expected tcp:127.0.0.1:HPORT-:GPORT", val, why)
+	}
+	rest, ok := strings.CutPrefix(val, "tcp:")
+	if !ok {
+		return bad("only tcp forwards are supported")
+	}
+	hostPart, guestPart, ok := strings.Cut(rest, "-")
+	if !ok {
+		return bad("no '-' between the host and the guest side")
+	}
+	haddr, hport, err := net.SplitHostPort(hostPart)
+	if err != nil {
+		return bad("host side is not ADDR:PORT")
+	}
+	if haddr == "" {
+		haddr = "127.0.0.1"
+	}
+	if ip := net.ParseIP(haddr); ip == nil || ip.To4() == nil {
+		return bad("host address " + haddr + " is not an IPv4 address")
+	}
+	if _, err := strconv.ParseUint(hport, 10, 16); err != nil {
+		return bad("host port " + hport + " is not a port number")
+	}
+	gaddr, gport, err := net.SplitHostPort(guestPart)
+	if err != nil {
+		return bad("guest side is not [ADDR]:PORT")
+	}
+	if gaddr != "" && gaddr != usernet.GuestIP {
+		return bad("the guest's address is " + usernet.GuestIP)
+	}
+	gp, err := strconv.ParseUint(gport, 10, 16)
+	if err != nil || gp == 0 {
+		return bad("guest port " + gport + " is not a port number from 1 to 65535")
+	}
+	return usernet.Forward{Host: net.JoinHostPort(haddr, hport), GuestPort: uint16(gp)}, nil
 }
 
 // statsValue is --stats (text on stderr) or --stats=FILE (JSON).

@@ -6,6 +6,7 @@ require (
 	github.com/containers/gvisor-tap-vsock v0.8.9
 	github.com/gopacket/gopacket v1.7.7
 	github.com/hugelgupf/p9 v0.3.0
+	github.com/miekg/dns v1.1.72
 	github.com/sirupsen/logrus v1.9.4
 	github.com/u-root/u-root v0.16.0
 	github.com/vishvananda/netlink v1.3.1
@@ -30,7 +31,6 @@ require (
 	github.com/google/gopacket v1.1.19 // indirect
 	github.com/inetaf/tcpproxy v0.0.0-20250222171855-c4b9df066048 // indirect
 	github.com/insomniacslk/dhcp v0.0.0-20240710054256-ddd8a41251c9 // indirect
-	github.com/miekg/dns v1.1.72 // indirect
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701 // indirect
 	golang.org/x/crypto v0.51.0 // indirect

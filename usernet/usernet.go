@@ -43,6 +43,10 @@ const (
 	GuestIP    = "10.0.2.15"
 	gatewayMAC = "5a:94:ef:e4:0c:dd"
 	hostLoop   = "127.0.0.1"
+	// HostName is what the gateway's DNS server answers with GatewayIP
+	// itself; other names go to the host's resolvers.
+	HostName = "host." + dnsZone
+	dnsZone  = "tinyvmm.internal"
 )
 
 // sockBuf is the send buffer asked for on each end of the socketpair: room
@@ -107,7 +111,10 @@ func Open(cfg Config) (*Backend, error) {
 		GatewayMacAddress: gatewayMAC,
 		DHCPStaticLeases:  map[string]string{GuestIP: cfg.MAC.String()},
 		NAT:               map[string]string{GatewayIP: hostLoop},
-		Protocol:          types.BessProtocol,
+		DNS: []types.Zone{{Name: dnsZone + ".", Records: []types.Record{
+			{Name: "host", IP: net.ParseIP(GatewayIP)},
+		}}},
+		Protocol: types.BessProtocol,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)

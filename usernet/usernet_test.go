@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 )
 
@@ -228,5 +229,33 @@ func TestBackendSettings(t *testing.T) {
 	}
 	if err := b.SetVnetHdrSize(10); err != nil || b.hdrLen.Load() != 10 {
 		t.Errorf("SetVnetHdrSize(10): %v, size %d", err, b.hdrLen.Load())
+	}
+}
+
+// The gateway's DNS server answers HostName with the gateway itself,
+// without asking the host's resolvers.
+func TestDNSAnswersHostName(t *testing.T) {
+	b := open(t, Config{})
+	g := newTestGuest(t, b, testMAC)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := g.dial(ctx, GatewayIP+":53") // DNS over TCP: the test guest has no UDP
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	q := new(dns.Msg)
+	q.SetQuestion(HostName+".", dns.TypeA)
+	conn := &dns.Conn{Conn: c}
+	if err := conn.WriteMsg(q); err != nil {
+		t.Fatal(err)
+	}
+	r, err := conn.ReadMsg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != GatewayIP {
+		t.Fatalf("answer for %s: %v", HostName, r.Answer)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"tinyvmm/usernet"
 	"tinyvmm/virtionet"
 )
 
@@ -69,6 +70,10 @@ type Config struct {
 // settings (MAC, MTU, datapath tuning), as virtionet defines them.
 type NetConfig struct {
 	virtionet.Config
+	// User, instead of a tap, puts the device on a user-mode network of
+	// its own (--net user): usernet's gVisor gateway, no root. Its MAC and
+	// MTU are the device's; Ifname only names it ("user0").
+	User *usernet.Config
 }
 
 // Notify modes.
@@ -116,6 +121,9 @@ func (c *Config) check() error {
 		name := n.Ifname
 		if n.AFPacket != "" {
 			name = n.AFPacket
+		}
+		if n.User != nil && (n.AFPacket != "" || n.IO == virtionet.IOUring) {
+			return fmt.Errorf("--net %s: a user network takes neither af_packet= nor io=", name)
 		}
 		if name == "" {
 			return fmt.Errorf("--net needs tap=NAME or af_packet=IFNAME")

@@ -2,8 +2,10 @@ package vmm
 
 import (
 	"fmt"
+	"strings"
 
 	"tinyvmm/devices"
+	"tinyvmm/usernet"
 	"tinyvmm/virtionet"
 )
 
@@ -23,7 +25,13 @@ func (m *machine) openNets() error {
 		if cfg.Log == nil {
 			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
 		}
-		dev, err := virtionet.New(cfg)
+		var dev *virtionet.Device
+		var err error
+		if nc.User != nil {
+			dev, err = m.openUserNet(cfg, *nc.User)
+		} else {
+			dev, err = virtionet.New(cfg)
+		}
 		if err != nil {
 			return err
 		}
@@ -31,6 +39,33 @@ func (m *machine) openNets() error {
 		m.nets = append(m.nets, &netDevice{dev: dev})
 	}
 	return nil
+}
+
+// openUserNet starts a user-mode network (usernet) and the device on it.
+func (m *machine) openUserNet(cfg virtionet.Config, uc usernet.Config) (*virtionet.Device, error) {
+	if cfg.MAC == nil {
+		cfg.MAC = virtionet.DefaultMAC(cfg.Ifname)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = virtionet.DefaultMTU
+	}
+	uc.MAC, uc.MTU = cfg.MAC, cfg.MTU
+	b, err := usernet.Open(uc)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := virtionet.NewWithBackend(cfg, b)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	for i, addr := range b.Forwards() {
+		if !strings.HasSuffix(uc.Forwards[i].Host, ":0") {
+			continue // the user knows the port
+		}
+		m.cfg.Notices = append(m.cfg.Notices, fmt.Sprintf("net %s: %s forwards to guest port %d", cfg.Ifname, addr, uc.Forwards[i].GuestPort))
+	}
+	return dev, nil
 }
 
 // attachPCI puts the PCI host bridge on ports 0xCF8-0xCFF and each net

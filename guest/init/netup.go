@@ -32,15 +32,21 @@ func setLinkUp(name string) (exists bool, err error) {
 	return true, nil
 }
 
-// bringUpNetwork brings lo up, and eth0 too unless the kernel's ip= owns it.
+// bringUpNetwork brings lo up, and eth0 too unless the kernel's ip= owns
+// it; then eth0 gets its address by DHCP (--net user's gateway answers).
 func bringUpNetwork(kernelConfiguresEth0 bool) error {
 	var errs []error
 	if _, err := setLinkUp("lo"); err != nil {
 		errs = append(errs, err)
 	}
 	if !kernelConfiguresEth0 {
-		if _, err := setLinkUp("eth0"); err != nil {
+		exists, err := setLinkUp("eth0")
+		if err != nil {
 			errs = append(errs, err)
+		} else if exists {
+			if err := configureByDHCP(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
