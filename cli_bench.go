@@ -8,11 +8,12 @@ import (
 	"tinyvmm/bench/device"
 	"tinyvmm/bench/e2e"
 	sharebench "tinyvmm/bench/share"
+	usernetbench "tinyvmm/bench/usernet"
 	"tinyvmm/internal/cliflag"
 )
 
 func init() {
-	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e|boot|share [flags] (as root)", benchMain}
+	commands["bench"] = command{"run a benchmark: tinyvmm bench device|e2e|boot|share|usernet [flags] (as root)", benchMain}
 }
 
 // benchMain dispatches to the benchmarks, which own their flags.
@@ -26,6 +27,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
 		fmt.Fprintln(w, "       tinyvmm bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35")
 		fmt.Fprintln(w, "       tinyvmm bench share [flags]    read throughput of a --share file in the guest vs the same read on the host")
+		fmt.Fprintln(w, "       tinyvmm bench usernet [flags]  guest->host TCP throughput over --net user vs the host's loopback")
 		fmt.Fprintln(w, "Run 'tinyvmm bench NAME --help' for their flags.")
 		if len(args) == 0 {
 			return exitUsage
@@ -42,8 +44,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		err = bootbench.MainBoot(args[1:], stdout, stderr)
 	case "share":
 		err = sharebench.MainShare(args[1:], stdout, stderr)
+	case "usernet":
+		err = usernetbench.MainUsernet(args[1:], stdout, stderr)
 	default:
-		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device, e2e, boot or share", args[0]))
+		return fail(stderr, exitUsage, fmt.Errorf("unknown benchmark %q; use device, e2e, boot, share or usernet", args[0]))
 	}
 	if cliflag.IsUsage(err) {
 		return fail(stderr, exitUsage, err)

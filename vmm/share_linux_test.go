@@ -8,15 +8,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"tinyvmm/internal/scratchns"
 	"tinyvmm/kvm"
 )
 
 // These run the tinyvmm binary the way a user does (`tinyvmm run ...`),
 // against the default guest, where KVM runs Linux user space: in the
-// nested L1, /repo/tinyvmm beside this test's /repo/vmm.
+// nested L1, /repo/tinyvmm beside this test's /repo/vmm. They run it as a
+// non-root user (rootless_linux_test.go): nothing here needs root.
 
 // tinyvmmCLI finds the tinyvmm binary ($TINYVMM_BIN, or ../tinyvmm, or
 // ../bin/tinyvmm) and the default guest, or skips.
@@ -45,32 +48,59 @@ func tinyvmmCLI(t *testing.T) string {
 	return ""
 }
 
-// runCLI runs tinyvmm in dir and returns its status, stdout and stderr.
+// runCLI runs tinyvmm in dir as a non-root user (unprivileged) and returns
+// its status, stdout and stderr.
 func runCLI(t *testing.T, bin, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	status, stdout, stderr, err := startCLI(t, nil, bin, dir, args...)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, stdout, stderr
+}
+
+// startCLI starts tinyvmm in dir as a non-root user (unprivileged), inside
+// ns when it is given, and returns the function that waits for it. The
+// waiting function only logs, so it may be called from any goroutine.
+func startCLI(t *testing.T, ns *scratchns.NS, bin, dir string, args ...string) func() (int, string, string, error) {
 	t.Helper()
 	guestDir, _ := filepath.Abs(filepath.Join("..", "out", "guest"))
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
 	cmd.Env = append(os.Environ(), "TINYVMM_GUEST_DIR="+guestDir)
-	start := time.Now()
-	err := cmd.Run()
-	status := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		status = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	if cred := unprivileged(t); cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
-	t.Logf("tinyvmm %s: status %d after %v\nstderr: %s", strings.Join(args, " "), status, time.Since(start).Round(time.Millisecond), stderr.String())
-	return status, stdout.String(), stderr.String()
+	start := time.Now()
+	var err error
+	if ns != nil {
+		err = ns.Do(cmd.Start) // the child gets the namespace of the thread that forks it
+	} else {
+		err = cmd.Start()
+	}
+	return func() (int, string, string, error) {
+		if err != nil {
+			return 0, "", "", err
+		}
+		err := cmd.Wait()
+		status := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			status = ee.ExitCode()
+		} else if err != nil {
+			return 0, "", "", err
+		}
+		t.Logf("tinyvmm %s (uid %d): status %d after %v\nstderr: %s", strings.Join(args, " "), uidOf(cmd), status, time.Since(start).Round(time.Millisecond), stderr.String())
+		return status, stdout.String(), stderr.String(), nil
+	}
 }
 
 // TestLinuxGuestShare: the guest reads a host file from a share and writes
 // one back, in the directory tinyvmm was started in.
 func TestLinuxGuestShare(t *testing.T) {
 	bin := tinyvmmCLI(t)
-	dir := t.TempDir()
+	dir := userDir(t)
 	if err := os.WriteFile(filepath.Join(dir, "host.txt"), []byte("written by the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +128,7 @@ func TestLinuxGuestShare(t *testing.T) {
 // binary (this very one) runs from the share, in the working directory.
 func TestLinuxGuestRunsGoTestFromShare(t *testing.T) {
 	bin := tinyvmmCLI(t)
-	dir := t.TempDir()
+	dir := userDir(t)
 	self, err := os.Open(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +152,7 @@ func TestLinuxGuestRunsGoTestFromShare(t *testing.T) {
 // a timeout each give their own status and one line on stderr.
 func TestLinuxGuestExitStatuses(t *testing.T) {
 	bin := tinyvmmCLI(t)
-	dir := t.TempDir()
+	dir := userDir(t)
 	triple := filepath.Join(dir, "triple.elf")
 	if err := os.WriteFile(triple, tinyELF(tripleFault, true), 0o644); err != nil {
 		t.Fatal(err)
