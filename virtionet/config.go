@@ -19,7 +19,7 @@ const (
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
-	DefaultPollUs          = 1000 // busy polling after a burst; see DefaultTuning
+	DefaultPollUs          = 200 // busy polling after a burst; see DefaultTuning
 	DefaultMTU             = 1500
 	DefaultQueueSize       = 256
 
