@@ -98,6 +98,12 @@ type Stats struct {
 	Queues []QueueStats `json:"queues"`
 	// WorkerCPUNs is the CPU time the device's worker threads used.
 	WorkerCPUNs uint64 `json:"worker_cpu_ns,omitempty"`
+	// With more than one queue pair (multiqueue.go): the pairs in use,
+	// each pair's own counters (Queues above are their totals) and the
+	// control queue's.
+	ActivePairs int         `json:"active_pairs,omitempty"`
+	Pairs       []PairStats `json:"pairs,omitempty"`
+	Ctrl        *CtrlStats  `json:"ctrl,omitempty"`
 }
 
 func bucketName(i int) string {
@@ -171,6 +177,7 @@ func (s Stats) String() string {
 			b.WriteString("\n")
 		}
 	}
+	s.writePairs(&b)
 	return b.String()
 }
 
