@@ -74,7 +74,7 @@ func New(cfg Config) (*Device, error) {
 	if cfg.Ifname == "" {
 		return nil, errors.New("net: no tap name given (use --net tap=NAME)")
 	}
-	tap, err := OpenTap(cfg.Ifname, cfg.MTU)
+	tap, err := OpenTapQueues(cfg.Ifname, cfg.MTU, cfg.Queues)
 	if err != nil {
 		return nil, err
 	}

@@ -202,3 +202,6 @@ func (c *Config) validQueues() error {
 	}
 	return nil
 }
+
+// Pairs is the number of queue pairs the device offers.
+func (d *Device) Pairs() int { return len(d.pairs) }
