@@ -93,7 +93,8 @@ func FuzzCtrlQueue(f *testing.F) {
 			}
 			want = append(want, sent{in, answerable})
 		}
-		if len(raw) > 0 {
+		overwritten := len(raw) > 0
+		if overwritten {
 			for i := uint16(0); i < 16 && len(raw) > 0; i++ {
 				var b [16]byte
 				raw = raw[copy(b[:], raw):]
@@ -108,7 +109,7 @@ func FuzzCtrlQueue(f *testing.F) {
 		}
 		ctrl.ForceKick()
 
-		if len(raw) == 0 {
+		if !overwritten {
 			// Well-formed rings: every command gets its answer, in order.
 			pairs := 1
 			got := 0

@@ -205,3 +205,17 @@ func (c *Config) validQueues() error {
 
 // Pairs is the number of queue pairs the device offers.
 func (d *Device) Pairs() int { return len(d.pairs) }
+
+// DefaultPairsCap caps the default number of queue pairs.
+const DefaultPairsCap = 8
+
+// DefaultQueues is the number of queue pairs for c when it names none: one
+// per vCPU up to DefaultPairsCap, as Linux's driver then uses one per CPU;
+// one where more cannot be had (af_packet, pcap, rate limits, an existing
+// tap made without multi_queue). Call it in the tap's namespace.
+func DefaultQueues(c Config, cpus int) int {
+	if c.AFPacket != "" || c.Pcap != "" || c.RxLimit.On() || c.TxLimit.On() || singleQueueTap(c.Ifname) {
+		return 1
+	}
+	return max(1, min(cpus, DefaultPairsCap))
+}

@@ -53,6 +53,9 @@ func OpenTapQueues(name string, mtu, queues int) (*Tap, error) {
 	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | mqFlag(queues))
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
+		if queues > 1 && existed && singleQueueTap(name) {
+			return nil, fmt.Errorf("tap %s has one queue: for queues=%d create it with multi_queue (ip tuntap add %s mode tap vnet_hdr multi_queue), or use queues=1", name, queues, name)
+		}
 		return nil, tapOpenError(name, existed, err)
 	}
 	t := &Tap{name: ifr.Name(), fd: fd, Created: !existed, restoreFd: -1}

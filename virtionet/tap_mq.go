@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,4 +85,18 @@ func (t *Tap) SetQueueEnabled(i int, on bool) error {
 	}
 	t.detached[i] = !on
 	return nil
+}
+
+// singleQueueTap reports whether name is an existing tap made without
+// IFF_MULTI_QUEUE, which only a single-queue open can attach to.
+func singleQueueTap(name string) bool {
+	if name == "" {
+		return false
+	}
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return false
+	}
+	tt, ok := link.(*netlink.Tuntap)
+	return ok && tt.Flags&netlink.TUNTAP_MULTI_QUEUE == 0
 }
