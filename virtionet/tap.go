@@ -50,7 +50,11 @@ func OpenTapQueues(name string, mtu, queues int) (*Tap, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tap name %q: %v", name, err)
 	}
-	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | mqFlag(queues))
+	mq := mqFlag(queues)
+	if existed && isMultiQueueTap(link) {
+		mq = unix.IFF_MULTI_QUEUE // such a tap takes only multi-queue opens, even of one queue
+	}
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | mq)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		if queues > 1 && existed && singleQueueTap(name) {
@@ -64,7 +68,7 @@ func OpenTapQueues(name string, mtu, queues int) (*Tap, error) {
 		return nil, err
 	}
 	if existed {
-		if err := t.saveFlags(link, mqFlag(queues)); err != nil {
+		if err := t.saveFlags(link, mq); err != nil {
 			t.Close()
 			return nil, err
 		}

@@ -100,3 +100,9 @@ func singleQueueTap(name string) bool {
 	tt, ok := link.(*netlink.Tuntap)
 	return ok && tt.Flags&netlink.TUNTAP_MULTI_QUEUE == 0
 }
+
+// isMultiQueueTap reports whether link is a tap made with IFF_MULTI_QUEUE.
+func isMultiQueueTap(link netlink.Link) bool {
+	tt, ok := link.(*netlink.Tuntap)
+	return ok && tt.Flags&netlink.TUNTAP_MULTI_QUEUE != 0
+}

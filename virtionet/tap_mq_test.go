@@ -120,6 +120,18 @@ func TestTapMultiQueue(t *testing.T) {
 		t.Errorf("rx total %d is not the pairs' sum", s.Queues[0].Frames)
 	}
 
+	// The multi-queue tap also takes a device of one pair.
+	dev.Close()
+	if err := ns.Do(func() error {
+		d, err := virtionet.New(virtionet.Config{Ifname: "tvmq0", Queues: 1})
+		if err == nil {
+			err = d.Close()
+		}
+		return err
+	}); err != nil {
+		t.Errorf("one pair on a multi-queue tap: %v", err)
+	}
+
 	// A single-queue tap and queues=2: one line naming multi_queue.
 	if _, err := ns.AddTap("tvsq0", "10.0.3.1/24"); err != nil {
 		t.Fatal(err)
