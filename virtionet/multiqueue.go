@@ -1,7 +1,11 @@
 package virtionet
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"tinyvmm/devices"
@@ -47,6 +51,8 @@ type pair struct {
 	// Only the pair's running worker uses it; Close closes it.
 	ring *uring.Ring
 
+	trace io.Writer // Config.Trace; with several pairs, naming the pair (pairTrace)
+
 	workerTid      atomic.Int32  // the worker's OS thread while it runs
 	workerCPUStart atomic.Uint64 // that thread's CPU time when the worker started
 	workerCPUDone  atomic.Uint64 // CPU time of workers that have stopped
@@ -75,10 +81,42 @@ func newPairs(cfg Config, b Backend) ([]*pair, error) {
 		fds = mq.QueueFds()[:cfg.Queues]
 	}
 	ps := make([]*pair, len(fds))
+	var mu sync.Mutex
 	for i, fd := range fds {
-		ps[i] = &pair{fd: fd}
+		ps[i] = &pair{fd: fd, trace: cfg.Trace}
+		if cfg.Trace != nil && len(fds) > 1 {
+			ps[i].trace = &pairTrace{mu: &mu, w: cfg.Trace, pair: strconv.Itoa(i)}
+		}
 	}
 	return ps, nil
+}
+
+// pairTrace is the trace writer of one pair of several: the workers write
+// whole lines, one at a time through the shared lock, and each line's
+// queue gets the pair's number ("+1.000010 tx1 kick").
+type pairTrace struct {
+	mu   *sync.Mutex
+	w    io.Writer
+	pair string
+	buf  []byte
+}
+
+func (t *pairTrace) Write(line []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := line
+	if sp := bytes.IndexByte(line, ' '); sp >= 0 {
+		end := sp + 1 + bytes.IndexByte(line[sp+1:], ' ')
+		if end <= sp {
+			end = len(line) - 1
+		}
+		b = append(append(append(t.buf[:0], line[:end]...), t.pair...), line[end:]...)
+		t.buf = b
+	}
+	if _, err := t.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(line), nil
 }
 
 // mqFeatures are the features a device of n pairs adds: none for one

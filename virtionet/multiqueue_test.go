@@ -3,12 +3,15 @@ package virtionet_test
 import (
 	"bytes"
 	"encoding/binary"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"tinyvmm/internal/syncbuf"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -275,5 +278,49 @@ func TestCtrlBadCommands(t *testing.T) {
 	}
 	if f := m.Drv.Failures(); len(f) > 0 {
 		t.Errorf("bad commands broke the device: %v", f)
+	}
+}
+
+// With several pairs, each trace line names its pair's queue, and the
+// workers' lines do not interleave.
+func TestMQTraceNamesPairs(t *testing.T) {
+	sps, err := virtionet.NewSocketPairs(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trace syncbuf.Buffer
+	dev, err := virtionet.NewWithBackend(virtionet.Config{Ifname: "mq0", Queues: 2, Tuning: virtionet.DefaultTuning(), Trace: &trace}, sps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		dev.Close()
+		for _, sp := range sps.Pairs {
+			unix.Close(sp.Peer)
+		}
+	}()
+	m, err := guestdrv.NewMulti(dev, guestdrv.Options{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for p := range 2 {
+		if err := m.Pairs[p].Send(frameOf(byte(p)), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if f := peerFrame(sps.Pairs[p].Peer); f == nil {
+			t.Fatalf("pair %d sent nothing", p)
+		}
+	}
+	m.Close()
+	for _, want := range []string{" tx0 pop", " tx1 pop"} {
+		if !strings.Contains(trace.String(), want) {
+			t.Errorf("no %q in the trace:\n%s", want, trace.String())
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(trace.String()), "\n") {
+		if f := strings.Fields(line); len(f) < 3 || !strings.HasPrefix(f[0], "+") || !regexp.MustCompile(`^(rx|tx)[01]$`).MatchString(f[1]) {
+			t.Fatalf("trace line %q", line)
+		}
 	}
 }

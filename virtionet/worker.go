@@ -76,7 +76,7 @@ type worker struct {
 func newWorker(d *Device, p *pair, a devices.Activation) (*worker, error) {
 	w := &worker{
 		d: d, p: p, mem: a.Mem, acked: a.Features, tuning: d.cfg.Tuning,
-		trace:     newTracer(d.cfg.Trace),
+		trace:     newTracer(p.trace),
 		hdrLen:    vnetHdrLen(a.Features),
 		maxFrame:  maxRxFrame(a.Features, d.cfg.MTU),
 		mergeable: a.Features&FeatMrgRxBuf != 0,
