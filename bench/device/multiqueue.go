@@ -3,6 +3,7 @@ package device
 import (
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -89,8 +90,12 @@ func (e *mqEnv) Close() {
 	e.ns.Close()
 }
 
-// mqThreads is the number of driver threads of every row.
-const mqThreads = 2
+// mqThreads is the number of driver threads of every row, and mqProcs
+// Go's GOMAXPROCS during a row.
+const (
+	mqThreads = 2
+	mqProcs   = mqThreads + 2 + 2
+)
 
 // mqRun measures one row: mqThreads driver threads, spread over the
 // pairs, flood (tx: to a MAC nobody has, dropped by the host at once) or
@@ -98,6 +103,12 @@ const mqThreads = 2
 // UDP flow, which the tap spreads over its queues) for d.
 func mqRun(dir string, pairs int, d time.Duration) (MQRow, error) {
 	row := MQRow{Direction: dir, Pairs: pairs}
+	// Go's scheduler gets a P for every thread of the largest row (drivers,
+	// workers) and two more, as the VMM reserves them (vmm.reserveProcs):
+	// with fewer, locked threads wait for each other's P.
+	if os.Getenv("GOMAXPROCS") == "" {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), mqProcs)))
+	}
 	e, err := newMQEnv(pairs)
 	if err != nil {
 		return row, err
@@ -204,7 +215,8 @@ func printMQ(o Options, rows []MQRow) {
 	fmt.Fprintf(o.Out, "Multiqueue: 64-byte frames with %d driver threads, 1 queue pair (the threads share it\n", mqThreads)
 	fmt.Fprintf(o.Out, "under a lock; single-queue tap) vs 2 pairs (a thread, a worker and a tap queue each;\n")
 	fmt.Fprintf(o.Out, "multi_queue tap). tx: the guest floods a MAC nobody has; rx: %d AF_PACKET senders on the\n", mqThreads)
-	fmt.Fprintf(o.Out, "host side, one UDP flow each, which the tap spreads over its queues. %v per run.\n\n", o.MQRun)
+	fmt.Fprintf(o.Out, "host side, one UDP flow each, which the tap spreads over its queues. %v per run;\n", o.MQRun)
+	fmt.Fprintf(o.Out, "GOMAXPROCS %d in every row (a P per thread and two more, as the VMM reserves).\n\n", mqProcs)
 	fmt.Fprintf(o.Out, "%-5s %12s %12s %8s %20s %22s\n", "dir", "1 pair pps", "2 pairs pps", "scaling", "pair 0 / pair 1 pps", "worker ns/frame 1/2")
 	for _, dir := range []string{"tx", "rx"} {
 		var one, two MQRow
