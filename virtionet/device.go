@@ -262,6 +262,9 @@ func (d *Device) Reset() {
 	for i := range d.workers {
 		d.stopWorker(i)
 	}
+	if d.act != nil {
+		d.detachIdle()
+	}
 	d.act, d.actPairs = nil, 0
 	d.activePairs.Store(0)
 }

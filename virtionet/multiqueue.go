@@ -190,14 +190,17 @@ func (d *Device) setPairs(n int) error {
 		if d.workers[i] != nil {
 			continue
 		}
-		if mq != nil && len(d.pairs) > 1 {
-			if err := mq.SetQueueEnabled(i, true); err != nil {
-				return err
-			}
-		}
+		// The worker first: a queue the guest did not set up must not
+		// get the tap's frames with nobody to read them.
 		w, err := newWorker(d, d.pairs[i], pairActivation(*d.act, i))
 		if err != nil {
 			return err
+		}
+		if mq != nil && len(d.pairs) > 1 {
+			if err := mq.SetQueueEnabled(i, true); err != nil {
+				w.closePoll()
+				return err
+			}
 		}
 		d.mu.Lock()
 		d.workers[i] = w
@@ -206,6 +209,16 @@ func (d *Device) setPairs(n int) error {
 	}
 	d.activePairs.Store(int32(n))
 	return nil
+}
+
+// detachIdle detaches the backend queues of every pair but the first
+// after a reset, so the kernel stops sending them frames; pairsMu is held.
+func (d *Device) detachIdle() {
+	if mq, ok := d.backend.(MultiQueue); ok && len(d.pairs) > 1 {
+		for i := 1; i < len(d.pairs); i++ {
+			mq.SetQueueEnabled(i, false) // a failure leaves it as the next activation finds it
+		}
+	}
 }
 
 // stopWorker stops pair i's worker, if it runs; pairsMu is held.

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
@@ -213,6 +214,14 @@ func TestMQTwoPairs(t *testing.T) {
 	if f := peerFrame(sps.Pairs[0].Peer); f == nil || f[hdr+20] != 7 {
 		t.Fatalf("pair 0 after going back to one pair: %x", f)
 	}
+	// A reset with two pairs in use leaves only the first queue attached.
+	if ack, err := m.SetPairs(2); err != nil || ack != guestdrv.CtrlOK {
+		t.Fatalf("VQ_PAIRS_SET 2 again: %d %v", ack, err)
+	}
+	dev.Reset()
+	if got := sps.Enabled(); !slices.Equal(got, []bool{true, false}) || dev.ActivePairs() != 0 {
+		t.Fatalf("after reset: queues enabled %v, %d active", got, dev.ActivePairs())
+	}
 }
 
 // Every malformed or unknown command is answered VIRTIO_NET_ERR, changes
@@ -322,5 +331,38 @@ func TestMQTraceNamesPairs(t *testing.T) {
 		if f := strings.Fields(line); len(f) < 3 || !strings.HasPrefix(f[0], "+") || !regexp.MustCompile(`^(rx|tx)[01]$`).MatchString(f[1]) {
 			t.Fatalf("trace line %q", line)
 		}
+	}
+}
+
+// A guest that acks MQ but never set up the second pair's queues gets
+// VIRTIO_NET_ERR for VQ_PAIRS_SET 2, and that pair's backend queue stays
+// detached. After a reset only the first queue stays attached.
+func TestMQPairNotSetUp(t *testing.T) {
+	dev, sps := mqDevice(t, 2)
+	drv := virtiotest.New(4 << 20)
+	defer drv.Close()
+	var rings []*virtiotest.Ring
+	for range 5 {
+		r, err := drv.NewQueue(16, virtiotest.RingOptions{EventIdx: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings = append(rings, r)
+	}
+	a := drv.Activation(dev.Features(), rings...)
+	a.Queues[2], a.Queues[3] = nil, nil // pair 1 never enabled
+	if err := dev.Activate(a); err != nil {
+		t.Fatal(err)
+	}
+	m := &guestdrv.Multi{Drv: drv, Dev: dev, Ctrl: rings[4]}
+	if ack, err := m.SetPairs(2); err != nil || ack != guestdrv.CtrlErr {
+		t.Fatalf("VQ_PAIRS_SET 2 with pair 1 not set up: %d %v", ack, err)
+	}
+	if got := sps.Enabled(); !slices.Equal(got, []bool{true, false}) || dev.ActivePairs() != 1 {
+		t.Fatalf("queues enabled %v, %d active", got, dev.ActivePairs())
+	}
+	dev.Reset()
+	if got := sps.Enabled(); !slices.Equal(got, []bool{true, false}) || dev.ActivePairs() != 0 {
+		t.Fatalf("after reset: queues enabled %v, %d active", got, dev.ActivePairs())
 	}
 }
