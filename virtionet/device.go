@@ -38,6 +38,7 @@ type Device struct {
 	act         *devices.Activation // the activation, nil when reset
 	actPairs    int                 // the pairs the driver may use (MQ acked: all)
 	activePairs atomic.Int32        // the pairs in use
+	askedPairs  atomic.Int32        // the pairs the driver last asked for (kept after reset, for Stats)
 	ctrl        *ctrlQueue          // the control queue's loop, nil when none
 	ctrlStats   ctrlCounters
 
@@ -301,7 +302,7 @@ func (d *Device) Stats() Stats {
 	}
 	s.Queues = []QueueStats{snapshotSum("rx", rx), snapshotSum("tx", tx)}
 	if len(d.pairs) > 1 {
-		s.ActivePairs = d.ActivePairs()
+		s.AskedPairs = int(d.askedPairs.Load())
 		for i, p := range d.pairs {
 			s.Pairs = append(s.Pairs, PairStats{Pair: i, WorkerCPUNs: p.cpu(), Queues: []QueueStats{
 				p.counters[rxQueue].snapshot("rx"), p.counters[txQueue].snapshot("tx"),

@@ -208,6 +208,7 @@ func (d *Device) setPairs(n int) error {
 		w.start()
 	}
 	d.activePairs.Store(int32(n))
+	d.askedPairs.Store(int32(n))
 	return nil
 }
 

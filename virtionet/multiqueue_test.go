@@ -179,8 +179,8 @@ func TestMQTwoPairs(t *testing.T) {
 		}
 	}
 	s := dev.Stats()
-	if len(s.Pairs) != 2 || s.ActivePairs != 2 {
-		t.Fatalf("stats: %d pairs, %d active", len(s.Pairs), s.ActivePairs)
+	if len(s.Pairs) != 2 || s.AskedPairs != 2 {
+		t.Fatalf("stats: %d pairs, %d active", len(s.Pairs), s.AskedPairs)
 	}
 	wantTx := []uint64{per, per + 1}
 	for p := range 2 {

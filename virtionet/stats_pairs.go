@@ -74,7 +74,7 @@ func (s Stats) writePairs(b *strings.Builder) {
 	if len(s.Pairs) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "  %d of %d queue pairs in use\n", s.ActivePairs, len(s.Pairs))
+	fmt.Fprintf(b, "  %d of %d queue pairs asked for by the driver\n", s.AskedPairs, len(s.Pairs))
 	for _, p := range s.Pairs {
 		fmt.Fprintf(b, "  pair %d:", p.Pair)
 		for _, q := range p.Queues {
