@@ -195,6 +195,9 @@ func TestMQTwoPairs(t *testing.T) {
 	if s.Ctrl == nil || s.Ctrl.Commands != 2 || s.Ctrl.Errors != 0 {
 		t.Errorf("control stats %+v", s.Ctrl)
 	}
+	if text := s.String(); !strings.Contains(text, "pair 1: rx 1 frames") || !strings.Contains(text, "2 of 2 queue pairs") {
+		t.Errorf("--stats text without the pairs:\n%s", text)
+	}
 	// Back to one pair: its queue detached, its worker gone.
 	if ack, err := m.SetPairs(1); err != nil || ack != guestdrv.CtrlOK {
 		t.Fatalf("VQ_PAIRS_SET 1: %d %v", ack, err)
