@@ -60,13 +60,13 @@ func formatSize(n uint64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev]
+// netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N]
 // [,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...]
 // (or af_packet=IFNAME instead of tap=NAME: join a host interface; or user
 // [,hostfwd=tcp:HOSTADDR:HPORT-:GPORT]...: a user-mode network, no root).
 type netsValue struct{ nets *[]vmm.NetConfig }
 
-const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...], af_packet=IFNAME[,...] or user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...[,...]"
+const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...], af_packet=IFNAME[,...] or user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...[,...]"
 
 func (v netsValue) String() string { return "" }
 
@@ -106,6 +106,12 @@ func (v netsValue) Set(s string) error {
 				return fmt.Errorf("--net io=%q: use writev (one system call per frame) or uring", val)
 			}
 			n.IO = val
+		case "queues":
+			q, err := strconv.Atoi(val)
+			if err != nil || q < 1 || q > virtionet.MaxQueuePairs {
+				return fmt.Errorf("--net queues=%q is not a number of queue pairs in 1..%d", val, virtionet.MaxQueuePairs)
+			}
+			n.Queues = q
 		case "pcap":
 			n.Pcap = val
 		case "hostfwd":

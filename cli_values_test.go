@@ -83,3 +83,36 @@ func TestNetCaptureAndRateOptions(t *testing.T) {
 		}
 	}
 }
+
+// --net ...,queues=N reaches the device's Config; 0, too many and a
+// queues= that cannot be had (with pcap) are one line each. Without it
+// the VMM picks one pair per vCPU, up to 8.
+func TestNetQueuesOption(t *testing.T) {
+	var nets []vmm.NetConfig
+	if err := (netsValue{&nets}).Set("tap=t0,queues=4"); err != nil || nets[0].Queues != 4 {
+		t.Fatalf("%+v, %v", nets, err)
+	}
+	for _, arg := range []string{"tap=t0,queues=0", "tap=t0,queues=17", "tap=t0,queues=two"} {
+		err := netsValue{&nets}.Set(arg)
+		if err == nil || !strings.Contains(err.Error(), "--net queues=") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--net %s: error %v", arg, err)
+		}
+	}
+	c := virtionet.Config{Ifname: "t0", Queues: 2, Pcap: "/tmp/x.pcap"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "queues=1") {
+		t.Errorf("queues=2 with pcap: %v", err)
+	}
+	for _, tc := range []struct {
+		c    virtionet.Config
+		cpus int
+		want int
+	}{
+		{virtionet.Config{Ifname: "t0"}, 1, 1}, {virtionet.Config{Ifname: "t0"}, 2, 2},
+		{virtionet.Config{Ifname: "t0"}, 64, 8}, {virtionet.Config{AFPacket: "eth0"}, 4, 1},
+		{virtionet.Config{Ifname: "t0", Pcap: "x"}, 4, 1},
+	} {
+		if got := virtionet.DefaultQueues(tc.c, tc.cpus); got != tc.want {
+			t.Errorf("DefaultQueues(%+v, %d) = %d, want %d", tc.c, tc.cpus, got, tc.want)
+		}
+	}
+}

@@ -171,9 +171,9 @@ func (c *capture) close() error {
 // it, or counts it as not captured.
 func (w *worker) captureFrame(qi int, frame []unix.Iovec, n int) {
 	if w.d.capture.add(frame, w.hdrLen, n, time.Now()) {
-		w.d.counters[qi].captured.Add(1)
+		w.p.counters[qi].captured.Add(1)
 	} else {
-		w.d.counters[qi].captureDrops.Add(1)
+		w.p.counters[qi].captureDrops.Add(1)
 	}
 }
 

@@ -54,6 +54,10 @@ type Config struct {
 	MTU int
 	// QueueSize is the maximum size of each virtqueue; 0 means 256.
 	QueueSize uint16
+	// Queues is the number of rx/tx queue pairs (--net ...,queues=N),
+	// each served by its own worker on its own tap queue; 0 means 1.
+	// More than one offers VIRTIO_NET_F_MQ (multiqueue.go).
+	Queues int
 	Tuning
 	// Pcap, when set, is a file that gets every frame, both directions,
 	// as pcap (--net ...,pcap=FILE); see capture.go.
@@ -160,6 +164,9 @@ func (c Config) normalized() (Config, error) {
 		if err := b.b.validate(b.what); err != nil {
 			return c, fmt.Errorf("net %s: %v", c.Ifname, err)
 		}
+	}
+	if err := c.validQueues(); err != nil {
+		return c, err
 	}
 	switch c.IO {
 	case "", IOWritev:

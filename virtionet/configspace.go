@@ -14,11 +14,11 @@ const (
 
 // configSpace renders the device config space; it is read-only for the
 // driver (the MAC is not writable without VIRTIO_NET_F_CTRL_MAC_ADDR).
-func configSpace(mac []byte, mtu int) [cfgSize]byte {
+func configSpace(mac []byte, mtu, pairs int) [cfgSize]byte {
 	var b [cfgSize]byte
 	copy(b[cfgMAC:], mac)
 	binary.LittleEndian.PutUint16(b[cfgStatus:], statusLinkUp)
-	binary.LittleEndian.PutUint16(b[cfgMaxVQPairs:], 1)
+	binary.LittleEndian.PutUint16(b[cfgMaxVQPairs:], uint16(pairs))
 	binary.LittleEndian.PutUint16(b[cfgMTU:], uint16(mtu))
 	return b
 }

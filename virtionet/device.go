@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"tinyvmm/devices"
-	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/uring"
 )
 
@@ -28,21 +27,23 @@ type Device struct {
 	backend  Backend
 	features uint64
 	config   [cfgSize]byte
-	counters [2]queueCounters // rx, tx
+	pairs    []*pair // Config.Queues of them (multiqueue.go)
 
-	mu     sync.Mutex
-	worker *worker // the running worker, nil before Activate and after Reset
+	mu      sync.Mutex // workers and the pairs' rings
+	workers []*worker  // per pair: the running worker, nil when none
 
-	// ring is the io_uring of IO=uring, nil otherwise or when it failed.
-	// Only the running worker uses it; Close closes it after Reset.
-	ring *uring.Ring
+	// pairsMu serializes what changes the set of running workers:
+	// activation, VQ_PAIRS_SET and reset.
+	pairsMu     sync.Mutex
+	act         *devices.Activation // the activation, nil when reset
+	actPairs    int                 // the pairs the driver may use (MQ acked: all)
+	activePairs atomic.Int32        // the pairs in use
+	askedPairs  atomic.Int32        // the pairs the driver last asked for (kept after reset, for Stats)
+	ctrl        *ctrlQueue          // the control queue's loop, nil when none
+	ctrlStats   ctrlCounters
 
 	capture *capture    // Config.Pcap; nil when off
 	limits  [2]*limiter // rx, tx rate limits; nil when off
-
-	workerTid      atomic.Int32  // the worker's OS thread while it runs
-	workerCPUStart atomic.Uint64 // that thread's CPU time when the worker started
-	workerCPUDone  atomic.Uint64 // CPU time of workers that have stopped
 }
 
 var _ devices.VirtioDevice = (*Device)(nil)
@@ -74,7 +75,7 @@ func New(cfg Config) (*Device, error) {
 	if cfg.Ifname == "" {
 		return nil, errors.New("net: no tap name given (use --net tap=NAME)")
 	}
-	tap, err := OpenTap(cfg.Ifname, cfg.MTU)
+	tap, err := OpenTapQueues(cfg.Ifname, cfg.MTU, cfg.Queues)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +97,17 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	pairs, err := newPairs(cfg, b)
+	if err != nil {
+		return nil, err
+	}
 	d := &Device{
 		cfg:      cfg,
 		backend:  b,
-		features: offeredFeatures(b.Offloads()),
-		config:   configSpace(cfg.MAC, cfg.MTU),
+		features: offeredFeatures(b.Offloads()) | mqFeatures(len(pairs)),
+		config:   configSpace(cfg.MAC, cfg.MTU, len(pairs)),
+		pairs:    pairs,
+		workers:  make([]*worker, len(pairs)),
 	}
 	now := time.Now()
 	d.limits = [2]*limiter{newLimiter(cfg.RxLimit, now), newLimiter(cfg.TxLimit, now)}
@@ -111,7 +118,11 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 		cfg.Log("net %s: capturing every frame to %s", cfg.Ifname, cfg.Pcap)
 	}
 	if cfg.IO == IOUring {
-		d.openRing()
+		for _, p := range d.pairs {
+			if !d.openRing(p) {
+				break
+			}
+		}
 	}
 	return d, nil
 }
@@ -123,24 +134,25 @@ var (
 	probeRing = probeNowait
 )
 
-// openRing sets up the io_uring for IO=uring, or says in one line why the
-// device stays with one writev per frame.
-func (d *Device) openRing() {
+// openRing sets up pair p's io_uring for IO=uring, or says in one line why
+// the pair stays with one writev per frame (and returns false).
+func (d *Device) openRing(p *pair) bool {
 	if isMultiFrame(d.backend) {
-		return // sendmmsg batches already
+		return false // sendmmsg batches already
 	}
 	r, err := newRing(maxTxGroup)
 	if err == nil {
-		err = probeRing(r, d.backend.Fd())
+		err = probeRing(r, p.fd)
 	}
 	if err != nil {
 		if r != nil {
 			r.Close()
 		}
 		d.cfg.Log("net %s: io_uring unavailable (%v); one writev per frame", d.cfg.Ifname, err)
-		return
+		return false
 	}
-	d.ring = r
+	p.ring = r
+	return true
 }
 
 // IO is how tx frames reach the backend: "uring", "sendmmsg" or "writev".
@@ -148,7 +160,7 @@ func (d *Device) IO() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
-	case d.ring != nil:
+	case d.pairs[0].ring != nil:
 		return IOUring
 	case isMultiFrame(d.backend):
 		return "sendmmsg"
@@ -173,8 +185,18 @@ func (d *Device) Type() uint16 { return 1 }
 // Features implements devices.VirtioDevice.
 func (d *Device) Features() uint64 { return d.features }
 
-// QueueMaxSizes implements devices.VirtioDevice: one rx and one tx queue.
-func (d *Device) QueueMaxSizes() []uint16 { return []uint16{d.cfg.QueueSize, d.cfg.QueueSize} }
+// QueueMaxSizes implements devices.VirtioDevice: an rx and a tx queue per
+// pair, and the control queue when there are several pairs.
+func (d *Device) QueueMaxSizes() []uint16 {
+	sizes := make([]uint16, d.numQueues())
+	for i := range sizes {
+		sizes[i] = d.cfg.QueueSize
+	}
+	if len(sizes) > 2 {
+		sizes[len(sizes)-1] = ctrlQueueSize
+	}
+	return sizes
+}
 
 // ReadConfig implements devices.VirtioDevice.
 func (d *Device) ReadConfig(offset uint64, data []byte) { readConfig(d.config[:], offset, data) }
@@ -183,14 +205,19 @@ func (d *Device) ReadConfig(offset uint64, data []byte) { readConfig(d.config[:]
 func (d *Device) WriteConfig(offset uint64, data []byte) {}
 
 // Activate implements devices.VirtioDevice: it sets the backend's vnet
-// header size and offloads from the acked features and starts the worker.
+// header size and offloads from the acked features and starts the first
+// pair's worker (and the control queue's loop, if negotiated).
 func (d *Device) Activate(a devices.Activation) error {
-	if len(a.Queues) < 2 || len(a.Kicks) < 2 {
-		return fmt.Errorf("net %s: activation needs an rx and a tx queue, got %d queues and %d kicks",
-			d.cfg.Ifname, len(a.Queues), len(a.Kicks))
-	}
 	if a.Features&^d.features != 0 {
 		return fmt.Errorf("net %s: driver acked features %#x that were not offered", d.cfg.Ifname, a.Features&^d.features)
+	}
+	if a.Features&FeatMQ != 0 && a.Features&FeatCtrlVQ == 0 {
+		return fmt.Errorf("net %s: driver acked MQ without CTRL_VQ", d.cfg.Ifname)
+	}
+	pairs, ctrl := d.layout(a.Features)
+	if want := max(2*pairs, ctrl+1); len(a.Queues) < want || len(a.Kicks) < want {
+		return fmt.Errorf("net %s: activation needs %d queues, got %d queues and %d kicks",
+			d.cfg.Ifname, want, len(a.Queues), len(a.Kicks))
 	}
 	d.Reset()
 	if err := d.backend.SetVnetHdrSize(vnetHdrLen(a.Features)); err != nil {
@@ -199,36 +226,59 @@ func (d *Device) Activate(a devices.Activation) error {
 	if err := d.backend.SetOffload(tunOffloadsFor(a.Features)); err != nil {
 		return err
 	}
-	w, err := newWorker(d, a)
-	if err != nil {
+	d.pairsMu.Lock()
+	d.act, d.actPairs = &a, pairs
+	d.pairsMu.Unlock()
+	// Only the first pair until the driver asks for more (5.1.6.5.5).
+	if err := d.setPairs(1); err != nil {
+		d.Reset()
 		return err
 	}
-	d.mu.Lock()
-	d.worker = w
-	d.mu.Unlock()
-	w.start()
+	if ctrl >= 0 && a.Queues[ctrl] != nil && a.Queues[ctrl].Ready {
+		c, err := newCtrlQueue(d, a, ctrl)
+		if err != nil {
+			d.Reset()
+			return err
+		}
+		d.pairsMu.Lock()
+		d.ctrl = c
+		d.pairsMu.Unlock()
+		c.start()
+	}
 	return nil
 }
 
-// Reset implements devices.VirtioDevice: it stops the worker and returns
-// once it no longer touches guest memory.
+// Reset implements devices.VirtioDevice: it stops the control queue's
+// loop and the workers and returns once none touches guest memory.
 func (d *Device) Reset() {
-	d.mu.Lock()
-	w := d.worker
-	d.worker = nil
-	d.mu.Unlock()
-	if w != nil {
-		w.stop()
+	d.pairsMu.Lock()
+	c := d.ctrl
+	d.ctrl = nil
+	d.pairsMu.Unlock()
+	if c != nil {
+		c.stop() // it may be in setPairs: pairsMu is not held here
 	}
+	d.pairsMu.Lock()
+	defer d.pairsMu.Unlock()
+	for i := range d.workers {
+		d.stopWorker(i)
+	}
+	if d.act != nil {
+		d.detachIdle()
+	}
+	d.act, d.actPairs = nil, 0
+	d.activePairs.Store(0)
 }
 
 // Close resets the device and closes its backend (and ring).
 func (d *Device) Close() error {
 	d.Reset()
 	d.mu.Lock()
-	if d.ring != nil {
-		d.ring.Close()
-		d.ring = nil
+	for _, p := range d.pairs {
+		if p.ring != nil {
+			p.ring.Close()
+			p.ring = nil
+		}
 	}
 	d.mu.Unlock()
 	err := d.backend.Close()
@@ -240,23 +290,25 @@ func (d *Device) Close() error {
 	return err
 }
 
-// Stats returns the device's counters; safe while the worker runs.
+// Stats returns the device's counters; safe while the workers run.
+// Queues are the totals over the pairs; with more than one pair, Pairs
+// has each pair's own.
 func (d *Device) Stats() Stats {
-	return Stats{Ifname: d.cfg.Ifname, IO: d.IO(), WorkerCPUNs: d.workerCPU(), Queues: []QueueStats{
-		d.counters[rxQueue].snapshot("rx"),
-		d.counters[txQueue].snapshot("tx"),
-	}}
-}
-
-// workerCPU is the CPU time the device's workers have used, from /proc
-// (schedstat). On a shared machine it is a steadier measure of the
-// device's cost than frames per wall second.
-func (d *Device) workerCPU() uint64 {
-	ns := d.workerCPUDone.Load()
-	if tid := d.workerTid.Load(); tid != 0 {
-		if now, start := schedstat.ThreadCPU(int(tid)), d.workerCPUStart.Load(); now >= start {
-			ns += now - start
-		}
+	s := Stats{Ifname: d.cfg.Ifname, IO: d.IO()}
+	var rx, tx []*queueCounters
+	for _, p := range d.pairs {
+		rx, tx = append(rx, &p.counters[rxQueue]), append(tx, &p.counters[txQueue])
+		s.WorkerCPUNs += p.cpu()
 	}
-	return ns
+	s.Queues = []QueueStats{snapshotSum("rx", rx), snapshotSum("tx", tx)}
+	if len(d.pairs) > 1 {
+		s.AskedPairs = int(d.askedPairs.Load())
+		for i, p := range d.pairs {
+			s.Pairs = append(s.Pairs, PairStats{Pair: i, WorkerCPUNs: p.cpu(), Queues: []QueueStats{
+				p.counters[rxQueue].snapshot("rx"), p.counters[txQueue].snapshot("tx"),
+			}})
+		}
+		s.Ctrl = d.ctrlStats.snapshot()
+	}
+	return s
 }

@@ -90,7 +90,7 @@ func TestIOUringFailureFallsBackToWritev(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(efd)
-	if err := unix.Dup2(efd, r.dev.ring.Fd()); err != nil {
+	if err := unix.Dup2(efd, r.dev.pairs[0].ring.Fd()); err != nil {
 		t.Fatal(err)
 	}
 	r.txBurst(12, 60)

@@ -223,7 +223,7 @@ func (w *worker) rxThrottled() bool {
 func (w *worker) throttle(qi int, wait time.Duration) {
 	w.throttled[qi] = true
 	w.throttleAt[qi] = time.Now().Add(max(wait, time.Microsecond))
-	w.d.counters[qi].throttles.Add(1)
+	w.p.counters[qi].throttles.Add(1)
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "throttled", "us", int(wait.Microseconds()))
 	}

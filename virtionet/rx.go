@@ -50,7 +50,7 @@ func (w *worker) handleRx() (requeue bool) {
 			}
 			return false
 		case rxNoBuffers:
-			w.d.counters[rxQueue].noBuffers.Add(1)
+			w.p.counters[rxQueue].noBuffers.Add(1)
 			if w.rxBuffersArrived() {
 				q.DisableNotify()
 				continue
@@ -101,7 +101,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 		q.Rewind(uint16(k))
 	}
 	if frames > 0 {
-		w.d.counters[rxQueue].batch(frames)
+		w.p.counters[rxQueue].batch(frames)
 		if w.trace != nil {
 			w.trace.event("rx", "batch", "", frames)
 		}
@@ -137,7 +137,7 @@ func (w *worker) popWhole(limit int) (int, error) {
 // dropped, is filled by moving the next frame down, so that frames take
 // chains in order and the unused ones can be given back.
 func (w *worker) readWhole(pkts, bytes *int) (frames int, res rxResult) {
-	p, c := &w.rx, &w.d.counters[rxQueue]
+	p, c := &w.rx, &w.p.counters[rxQueue]
 	w.slots = w.slots[:0]
 	for i := range p.chains {
 		w.slots = append(w.slots, p.slot(i))
@@ -178,7 +178,7 @@ func (w *worker) readWhole(pkts, bytes *int) (frames int, res rxResult) {
 // gatherFrame lines up for it: straight in where they can hold any frame,
 // else through the bounce buffer.
 func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult) {
-	c := &w.d.counters[rxQueue]
+	c := &w.p.counters[rxQueue]
 	for reads := 0; reads < limit; reads++ {
 		capacity, direct, err := w.gatherFrame(w.maxFrame)
 		if err != nil {
@@ -251,7 +251,7 @@ func (w *worker) holdOrDrop() rxResult {
 	if p.unconsumed() < int(w.q[rxQueue].Size) && descs < int(w.q[rxQueue].Size) {
 		return rxNoBuffers
 	}
-	w.d.counters[rxQueue].drop(DropRxTooBig)
+	w.p.counters[rxQueue].drop(DropRxTooBig)
 	w.held = 0
 	return rxBatchFull
 }
@@ -261,10 +261,10 @@ func (w *worker) holdOrDrop() rxResult {
 func (w *worker) frameFits(got, capacity int) bool {
 	switch {
 	case got > capacity:
-		w.d.counters[rxQueue].drop(DropRxTooBig)
+		w.p.counters[rxQueue].drop(DropRxTooBig)
 		return false
 	case got < w.hdrLen:
-		w.d.counters[rxQueue].drop(DropRxReadError)
+		w.p.counters[rxQueue].drop(DropRxReadError)
 		return false
 	}
 	return true
@@ -273,7 +273,7 @@ func (w *worker) frameFits(got, capacity int) bool {
 // deliver hands the pool's next chains, which now hold a got-byte frame,
 // back to the guest and counts the frame.
 func (w *worker) deliver(got int, bytes, frames *int) {
-	c := &w.d.counters[rxQueue]
+	c := &w.p.counters[rxQueue]
 	w.rxFrameDone(got)
 	w.completeChains(got)
 	*frames++
@@ -292,7 +292,7 @@ func (w *worker) rxStopped(err error) rxResult {
 	case errors.As(err, &failed):
 		w.fallBack(err) // frames still waiting wake the worker again
 	default:
-		w.d.counters[rxQueue].drop(DropRxReadError) // level-triggered epoll brings us back
+		w.p.counters[rxQueue].drop(DropRxReadError) // level-triggered epoll brings us back
 	}
 	return rxBackendEmpty
 }

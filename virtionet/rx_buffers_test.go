@@ -122,7 +122,7 @@ func (h *holeIO) recv(fd int, slots [][]unix.Iovec, got []int) (int, int, error)
 func TestRxFramesMoveDownPastAnEmptySlot(t *testing.T) {
 	r := newRig(t, rigOptions{features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
 	r.rx.AddRxBuffers(4, 2048)
-	w, err := newWorker(r.dev, r.drv.Activation(r.feat, r.rx, r.tx))
+	w, err := newWorker(r.dev, r.dev.pairs[0], r.drv.Activation(r.feat, r.rx, r.tx))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,13 @@ type Stats struct {
 	Queues []QueueStats `json:"queues"`
 	// WorkerCPUNs is the CPU time the device's worker threads used.
 	WorkerCPUNs uint64 `json:"worker_cpu_ns,omitempty"`
+	// With more than one queue pair (multiqueue.go): the pairs the driver
+	// last asked for (1 until its first VQ_PAIRS_SET; still shown after a
+	// reset), each pair's own counters (Queues above are their totals)
+	// and the control queue's.
+	AskedPairs int         `json:"pairs_asked,omitempty"`
+	Pairs      []PairStats `json:"pairs,omitempty"`
+	Ctrl       *CtrlStats  `json:"ctrl,omitempty"`
 }
 
 func bucketName(i int) string {
@@ -171,6 +178,7 @@ func (s Stats) String() string {
 			b.WriteString("\n")
 		}
 	}
+	s.writePairs(&b)
 	return b.String()
 }
 

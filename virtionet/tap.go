@@ -13,6 +13,8 @@ import (
 type Tap struct {
 	name     string
 	fd       int
+	queueFds []int // IFF_MULTI_QUEUE: every queue's fd, fd first (tap_mq.go)
+	detached []bool
 	offloads uint
 	// Created is true when this process created the tap (it then goes
 	// away when the tap is closed), false when it opened an existing one.
@@ -29,7 +31,11 @@ type Tap struct {
 
 // OpenTap opens the tap called name, creating it when it does not exist
 // (that needs CAP_NET_ADMIN), and brings it up when it created it.
-func OpenTap(name string, mtu int) (*Tap, error) {
+func OpenTap(name string, mtu int) (*Tap, error) { return OpenTapQueues(name, mtu, 1) }
+
+// OpenTapQueues is OpenTap with queues fds: more than one opens the tap
+// with IFF_MULTI_QUEUE, one fd per queue (tap_mq.go).
+func OpenTapQueues(name string, mtu, queues int) (*Tap, error) {
 	if len(name) >= unix.IFNAMSIZ {
 		return nil, fmt.Errorf("tap name %q is longer than %d bytes", name, unix.IFNAMSIZ-1)
 	}
@@ -44,14 +50,25 @@ func OpenTap(name string, mtu int) (*Tap, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tap name %q: %v", name, err)
 	}
-	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	mq := mqFlag(queues)
+	if existed && isMultiQueueTap(link) {
+		mq = unix.IFF_MULTI_QUEUE // such a tap takes only multi-queue opens, even of one queue
+	}
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | mq)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
+		if queues > 1 && existed && singleQueueTap(name) {
+			return nil, fmt.Errorf("tap %s has one queue: for queues=%d create it with multi_queue (ip tuntap add %s mode tap vnet_hdr multi_queue), or use queues=1", name, queues, name)
+		}
 		return nil, tapOpenError(name, existed, err)
 	}
 	t := &Tap{name: ifr.Name(), fd: fd, Created: !existed, restoreFd: -1}
+	if err := t.openQueues(queues); err != nil {
+		t.Close()
+		return nil, err
+	}
 	if existed {
-		if err := t.saveFlags(link); err != nil {
+		if err := t.saveFlags(link, mq); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -89,7 +106,7 @@ const tapFeatures = unix.IFF_NO_PI | unix.IFF_VNET_HDR
 // flags as netlink reported them before we opened it, and its vnet header
 // size. Nothing needs putting back when the tap already had our flags and
 // keeps its header size (SetVnetHdrSize restores that on its own).
-func (t *Tap) saveFlags(link netlink.Link) error {
+func (t *Tap) saveFlags(link netlink.Link, mq uint16) error {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(t.fd), unix.TUNGETVNETHDRSZ, uintptr(unsafe.Pointer(&t.restoreHdr))); e != 0 {
 		return fmt.Errorf("tap %s: cannot read its vnet header size: %v", t.name, e)
 	}
@@ -98,8 +115,8 @@ func (t *Tap) saveFlags(link netlink.Link) error {
 		// A kernel without tun link info (before 4.15): flags unknown.
 		return nil
 	}
-	old := uint16(tt.Flags) & tapFeatures
-	if old == tapFeatures {
+	old := uint16(tt.Flags) & (tapFeatures | mq)
+	if old == tapFeatures|mq {
 		return nil
 	}
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
@@ -177,7 +194,10 @@ func (t *Tap) Close() error {
 		errs = append(errs, t.SetVnetHdrSize(int(t.restoreHdr)))
 	}
 	errs = append(errs, unix.Close(t.fd))
-	t.fd = -1
+	for _, fd := range t.queueFds[min(1, len(t.queueFds)):] {
+		errs = append(errs, unix.Close(fd))
+	}
+	t.fd, t.queueFds = -1, nil
 	if t.restoreFd >= 0 {
 		// Attaching with the old flags sets them; detaching leaves them.
 		ifr, err := unix.NewIfreq(t.name)

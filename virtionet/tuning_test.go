@@ -221,7 +221,7 @@ func testHandlersStopWhenResetBegins(t *testing.T, io string) {
 	for i := 0; i < 4; i++ {
 		r.peerWrite(r.txFrame(i, 64))
 	}
-	w, err := newWorker(r.dev, r.drv.Activation(r.feat, r.rx, r.tx))
+	w, err := newWorker(r.dev, r.dev.pairs[0], r.drv.Activation(r.feat, r.rx, r.tx))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ const maxTxGroup = 64
 // call each where the frameIO batches); used entries are published after
 // each group and at the end of the run.
 func (w *worker) handleTx() (requeue bool) {
-	q, c := w.q[txQueue], &w.d.counters[txQueue]
+	q, c := w.q[txQueue], &w.p.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
 	group := min(thr, maxTxGroup)
 	q.DisableNotify()
@@ -152,7 +152,7 @@ func (g *txStaged) reset() {
 // scratch buffer; it returns false then: the group must go before another
 // such chain can.
 func (w *worker) stageTx(chain devices.Chain) bool {
-	g, c := &w.txg, &w.d.counters[txQueue]
+	g, c := &w.txg, &w.p.counters[txQueue]
 	start, total := len(g.iovs), 0
 	for _, d := range chain.Bufs {
 		if d.Write {
@@ -200,7 +200,7 @@ func (w *worker) stageTx(chain devices.Chain) bool {
 // frameIO fails as a whole, the worker goes on with one writev per frame,
 // and the frames not sent go that way.
 func (w *worker) flushTx() int {
-	g, c, q := &w.txg, &w.d.counters[txQueue], w.q[txQueue]
+	g, c, q := &w.txg, &w.p.counters[txQueue], w.q[txQueue]
 	g.frames = g.frames[:0]
 	for _, sp := range g.spans {
 		g.frames = append(g.frames, g.iovs[sp[0]:sp[1]])

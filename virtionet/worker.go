@@ -21,6 +21,7 @@ const burstPollNs = 50_000
 // Everything but stop runs on that thread.
 type worker struct {
 	d      *Device
+	p      *pair // the pair it serves: its fd, ring and counters
 	mem    devices.Memory
 	acked  uint64
 	tuning Tuning
@@ -72,15 +73,15 @@ type worker struct {
 	throttleAt [2]time.Time
 }
 
-func newWorker(d *Device, a devices.Activation) (*worker, error) {
+func newWorker(d *Device, p *pair, a devices.Activation) (*worker, error) {
 	w := &worker{
-		d: d, mem: a.Mem, acked: a.Features, tuning: d.cfg.Tuning,
-		trace:     newTracer(d.cfg.Trace),
+		d: d, p: p, mem: a.Mem, acked: a.Features, tuning: d.cfg.Tuning,
+		trace:     newTracer(p.trace),
 		hdrLen:    vnetHdrLen(a.Features),
 		maxFrame:  maxRxFrame(a.Features, d.cfg.MTU),
 		mergeable: a.Features&FeatMrgRxBuf != 0,
 		fail:      a.Fail,
-		fd:        d.backend.Fd(),
+		fd:        p.fd,
 		done:      make(chan struct{}),
 	}
 	if w.fail == nil {
@@ -90,8 +91,8 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 	switch {
 	case isMultiFrame(d.backend):
 		w.io = &mmsgIO{}
-	case d.ring != nil:
-		w.io = newUringIO(d.ring)
+	case p.ring != nil:
+		w.io = newUringIO(p.ring)
 	default:
 		w.io = vectorIO{}
 	}
@@ -177,11 +178,11 @@ func (w *worker) run() {
 	defer w.setBatch(false) // back to normal before the thread returns to Go's pool
 	// The thread may have run other goroutines before: count from now.
 	tid := int32(unix.Gettid())
-	w.d.workerCPUStart.Store(schedstat.ThreadCPU(int(tid)))
-	w.d.workerTid.Store(tid)
+	w.p.workerCPUStart.Store(schedstat.ThreadCPU(int(tid)))
+	w.p.workerTid.Store(tid)
 	defer func() {
-		w.d.workerTid.Store(0)
-		w.d.workerCPUDone.Add(schedstat.ThreadCPU(int(tid)) - w.d.workerCPUStart.Load())
+		w.p.workerTid.Store(0)
+		w.p.workerCPUDone.Add(schedstat.ThreadCPU(int(tid)) - w.p.workerCPUStart.Load())
 	}()
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)
@@ -261,7 +262,7 @@ func (w *worker) run() {
 
 func (w *worker) onKick(qi int) {
 	drainFd(w.kick[qi])
-	w.d.counters[qi].kicks.Add(1)
+	w.p.counters[qi].kicks.Add(1)
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "kick")
 	}
@@ -325,7 +326,7 @@ func (w *worker) publish(qi int) {
 // signal interrupts the guest for queue qi.
 func (w *worker) signal(qi int) {
 	w.irq[qi].Trigger()
-	w.d.counters[qi].interrupts.Add(1)
+	w.p.counters[qi].interrupts.Add(1)
 	if qi == rxQueue {
 		w.lastRxIrq = time.Now()
 	}
@@ -422,17 +423,17 @@ func (w *worker) fallBack(err error) {
 	w.io = vectorIO{}
 }
 
-// dropRing closes the device's io_uring after it failed.
+// dropRing closes the pair's io_uring after it failed.
 func (w *worker) dropRing(err error) {
 	d := w.d
 	d.mu.Lock()
-	first := d.ring != nil
+	first := w.p.ring != nil
 	if first {
-		d.ring.Close()
-		d.ring = nil
+		w.p.ring.Close()
+		w.p.ring = nil
 	}
 	d.mu.Unlock()
-	if first { // one notice per device
+	if first { // one notice per pair
 		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Ifname, err)
 	}
 }

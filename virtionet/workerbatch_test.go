@@ -36,7 +36,7 @@ func TestWorkerBatchFollowsBursts(t *testing.T) {
 			r := newRig(t, rigOptions{tuning: tun})
 			r.activate()
 			var tid int32
-			waitFor(t, "the worker thread", func() bool { tid = r.dev.workerTid.Load(); return tid != 0 })
+			waitFor(t, "the worker thread", func() bool { tid = r.dev.pairs[0].workerTid.Load(); return tid != 0 })
 			if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
 				t.Fatalf("policy %d before any burst, want normal", p)
 			}

@@ -125,6 +125,9 @@ func (c *Config) check() error {
 		if n.User != nil && (n.AFPacket != "" || n.IO == virtionet.IOUring) {
 			return fmt.Errorf("--net %s: a user network takes neither af_packet= nor io=", name)
 		}
+		if n.User != nil && n.Queues > 1 {
+			return fmt.Errorf("--net %s: a user network has one queue pair, not queues=%d", name, n.Queues)
+		}
 		if name == "" {
 			return fmt.Errorf("--net needs tap=NAME or af_packet=IFNAME")
 		}

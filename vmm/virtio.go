@@ -22,6 +22,9 @@ func (n *netDevice) stats() any { return n.dev.Stats() }
 func (m *machine) openNets() error {
 	for _, nc := range m.cfg.Nets {
 		cfg := nc.Config
+		if cfg.Queues == 0 && nc.User == nil { // a user network has one pair
+			cfg.Queues = virtionet.DefaultQueues(cfg, m.cfg.CPUs)
+		}
 		if cfg.Log == nil {
 			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
 		}

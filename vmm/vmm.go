@@ -276,7 +276,11 @@ func (m *machine) run(ctx context.Context) (int, error) {
 	if err := m.startInput(); err != nil {
 		return 1, err
 	}
-	reserveProcs(len(m.cpus) + len(m.nets) + len(m.shares))
+	workers := 0
+	for _, n := range m.nets {
+		workers += n.dev.Pairs() // a worker thread per queue pair
+	}
+	reserveProcs(len(m.cpus) + workers + len(m.shares))
 	failed := make(chan error, len(m.cpus))
 	var wg sync.WaitGroup
 	for _, cpu := range m.cpus {

@@ -16,6 +16,7 @@ import (
 	"tinyvmm/devices"
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
+	"tinyvmm/usernet"
 )
 
 func TestCommandArgRoundTrips(t *testing.T) {
@@ -149,6 +150,11 @@ func TestConfigCheck(t *testing.T) {
 		"no kernel": func(c *Config) { c.Kernel = "" },
 		"tap empty": func(c *Config) { c.Nets = []NetConfig{{}} },
 		"tap twice": func(c *Config) { c.Nets = make([]NetConfig, 2); c.Nets[0].Ifname, c.Nets[1].Ifname = "t", "t" },
+		"queues 99": func(c *Config) { c.Nets = make([]NetConfig, 1); c.Nets[0].Ifname, c.Nets[0].Queues = "t", 99 },
+		"user queues 2": func(c *Config) {
+			c.Nets = []NetConfig{{User: &usernet.Config{}}}
+			c.Nets[0].Ifname, c.Nets[0].Queues = "user0", 2
+		},
 	} {
 		c := good
 		mut(&c)

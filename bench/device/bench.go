@@ -30,6 +30,7 @@ type Options struct {
 
 	Polls   []int         // tx poll mode: --poll-us values (0 is off)
 	PollRun time.Duration // poll sweep time per run (0.5 s)
+	MQRun   time.Duration // multiqueue time per run (1 s)
 
 	Only string // "002", "004", "000", "poll" or "backend" to run one table; "" runs all
 
@@ -48,6 +49,7 @@ type Results struct {
 	Poll    []PollRow      `json:"tx_poll,omitempty"`
 	Backend []BackendRow   `json:"backend_mechanisms,omitempty"`
 	DevMech []DevMechRow   `json:"device_mechanisms,omitempty"`
+	MQ      []MQRow        `json:"multiqueue,omitempty"`
 	Failed  []string       `json:"failed_runs,omitempty"`
 	Seconds float64        `json:"seconds"`
 }
@@ -81,6 +83,9 @@ func (o *Options) defaults() {
 	}
 	if o.PollRun <= 0 {
 		o.PollRun = 500 * time.Millisecond
+	}
+	if o.MQRun <= 0 {
+		o.MQRun = time.Second
 	}
 	if o.BackendRun <= 0 {
 		o.BackendRun = 500 * time.Millisecond
@@ -225,6 +230,44 @@ func Run(o Options) (*Results, error) {
 		printBackends(o, r.Backend)
 		r.DevMech = runDevMechs(o, fail)
 		printDevMechs(o, r.DevMech)
+	}
+	if o.Only == "" || o.Only == "mq" {
+		type key struct {
+			dir   string
+			pairs int
+		}
+		var keys []key
+		for _, dir := range []string{"tx", "rx"} {
+			keys = append(keys, key{dir, 1}, key{dir, 2})
+		}
+		runs := make([][]MQRow, len(keys))
+		for run := 0; run < o.Runs; run++ {
+			for i, k := range keys {
+				row, err := mqRun(k.dir, k.pairs, o.MQRun)
+				if err != nil {
+					fail(fmt.Sprintf("multiqueue %s %d pairs run %d", k.dir, k.pairs, run+1), err)
+					continue
+				}
+				runs[i] = append(runs[i], row)
+			}
+		}
+		for i, k := range keys {
+			row := MQRow{Direction: k.dir, Pairs: k.pairs,
+				PPS:        median(runs[i], func(r MQRow) float64 { return r.PPS }),
+				NsPerFrame: median(runs[i], func(r MQRow) float64 { return r.NsPerFrame })}
+			for p := range k.pairs {
+				if k.pairs > 1 {
+					row.PairPPS = append(row.PairPPS, median(runs[i], func(r MQRow) float64 {
+						if p < len(r.PairPPS) {
+							return r.PairPPS[p]
+						}
+						return 0
+					}))
+				}
+			}
+			r.MQ = append(r.MQ, row)
+		}
+		printMQ(o, r.MQ)
 	}
 	r.Seconds = time.Since(start).Seconds()
 	fmt.Fprintf(o.Out, "\n%d failed runs; %.0f s in all\n", len(r.Failed), r.Seconds)

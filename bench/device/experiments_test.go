@@ -103,3 +103,26 @@ func onlyBatchesOfOne(h map[string]uint64) bool {
 	}
 	return h["1"] > 0
 }
+
+// The multiqueue rows measure: with 2 pairs both pairs move frames, in
+// both directions (rx: the tap spreads the two senders' flows).
+func TestMultiqueueMeasures(t *testing.T) {
+	skipUnlessNetns(t)
+	for _, dir := range []string{"tx", "rx"} {
+		for _, pairs := range []int{1, 2} {
+			row, err := mqRun(dir, pairs, 300*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("multiqueue: %+v", row)
+			if row.PPS <= 0 || len(row.PairPPS) != map[int]int{1: 0, 2: 2}[pairs] {
+				t.Errorf("row %+v", row)
+			}
+			for p, pps := range row.PairPPS {
+				if pps <= 0 {
+					t.Errorf("%s: pair %d moved nothing: %+v", dir, p, row)
+				}
+			}
+		}
+	}
+}

@@ -21,7 +21,7 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	o.Out = stdout
 	fs := flag.NewFlagSet("bench device", flag.ContinueOnError)
 	fs.IntVar(&o.Runs, "runs", 3, "runs per cell, interleaved across rows; each cell is their median")
-	fs.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch), 000 (notify threshold), poll (tx poll mode) or backend")
+	fs.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch), 000 (notify threshold), poll (tx poll mode), backend or mq (1 vs 2 queue pairs)")
 	fs.StringVar(&o.JSON, "json", "bench-device.json", "write the results as JSON here (empty: don't)")
 	fs.StringVar(&o.Plot, "plot", "bench-device.png", "draw the results into this PNG (empty: don't)")
 	weights := fs.String("weights", "0,64,128,256,512,1024,2048,4096", "seed 002 tx packet weights (0: unlimited)")
@@ -30,6 +30,7 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.BatchRun, "batch-time", time.Second, "seed 004 time per run")
 	fs.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
 	fs.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
+	fs.DurationVar(&o.MQRun, "mq-time", time.Second, "multiqueue time per run")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench device", "Usage: tinyvmm bench device [flags]\n\nFlags:", args, stdout); help || err != nil {
 		return err
 	}
@@ -50,9 +51,9 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 		return cliflag.Usagef("bench device: --thresholds: %v", err)
 	}
 	switch o.Only {
-	case "", "002", "004", "000", "poll", "backend":
+	case "", "002", "004", "000", "poll", "backend", "mq":
 	default:
-		return cliflag.Usagef("bench device: --only %q: use 002, 004, 000, poll or backend", o.Only)
+		return cliflag.Usagef("bench device: --only %q: use 002, 004, 000, poll, backend or mq", o.Only)
 	}
 	r, err := Run(o)
 	if err != nil {

@@ -121,8 +121,18 @@ func (n *NS) Do(f func() error) error {
 // AddTap creates a persistent tap (IFF_VNET_HDR) in the namespace, gives it
 // addr (CIDR, "10.0.2.1/24") and brings it up. It returns the tap's MAC.
 func (n *NS) AddTap(name, addr string) (mac net.HardwareAddr, err error) {
+	return n.addTap(name, addr, 0)
+}
+
+// AddMultiQueueTap is AddTap for a tap made with IFF_MULTI_QUEUE, which a
+// device of several queue pairs opens once per pair.
+func (n *NS) AddMultiQueueTap(name, addr string) (mac net.HardwareAddr, err error) {
+	return n.addTap(name, addr, unix.IFF_MULTI_QUEUE)
+}
+
+func (n *NS) addTap(name, addr string, flags uint16) (mac net.HardwareAddr, err error) {
 	err = n.Do(func() error {
-		if err := createPersistentTap(name); err != nil {
+		if err := createPersistentTap(name, flags); err != nil {
 			return err
 		}
 		link, err := netlink.LinkByName(name)
@@ -195,7 +205,7 @@ func (n *NS) AddNeighbor(dev string, ip net.IP, mac net.HardwareAddr) error {
 	})
 }
 
-func createPersistentTap(name string) error {
+func createPersistentTap(name string, flags uint16) error {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -205,7 +215,7 @@ func createPersistentTap(name string) error {
 	if err != nil {
 		return err
 	}
-	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		return fmt.Errorf("create tap %s: %v", name, err)
 	}

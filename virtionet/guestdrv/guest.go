@@ -50,18 +50,44 @@ type Guest struct {
 
 // New lays out the rings, fills the rx ring and activates dev.
 func New(dev *virtionet.Device, o Options) (*Guest, error) {
+	o = o.withDefaults()
+	feat := o.features(dev)
+	n := uint64(o.QueueSize)
+	drv := virtiotest.New(int(n*uint64(o.RxBufSize) + n*4096 + 1<<20))
+	g, err := newGuest(dev, drv, o, feat)
+	if err != nil {
+		return nil, err
+	}
+	if err := dev.Activate(g.Drv.Activation(feat, g.Rx, g.Tx)); err != nil {
+		g.Drv.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (o Options) withDefaults() Options {
 	if o.QueueSize == 0 {
 		o.QueueSize = 256
 	}
 	if o.RxBufSize == 0 {
 		o.RxBufSize = 2048
 	}
+	return o
+}
+
+// features are the features the guest acks.
+func (o Options) features(dev *virtionet.Device) uint64 {
 	feat := dev.Features()
 	if o.Features != 0 {
 		feat &= o.Features
 	}
+	return feat
+}
+
+// newGuest lays out one pair's rings in drv's memory and fills the rx ring.
+func newGuest(dev *virtionet.Device, drv *virtiotest.Driver, o Options, feat uint64) (*Guest, error) {
 	g := &Guest{
-		Dev: dev, MAC: dev.MAC(), IP: o.IP.To4(), Features: feat,
+		Drv: drv, Dev: dev, MAC: dev.MAC(), IP: o.IP.To4(), Features: feat,
 		hdrLen:    hdrLen(feat),
 		mergeable: feat&virtionet.FeatMrgRxBuf != 0,
 		rxBufSize: o.RxBufSize,
@@ -69,8 +95,6 @@ func New(dev *virtionet.Device, o Options) (*Guest, error) {
 		out:       make([]byte, 0, 70000),
 	}
 	eventIdx := feat&virtionet.FeatEventIdx != 0
-	n := uint64(o.QueueSize)
-	g.Drv = virtiotest.New(int(n*uint64(o.RxBufSize) + n*4096 + 1<<20))
 	var err error
 	if g.Rx, err = g.Drv.NewQueue(o.QueueSize, virtiotest.RingOptions{BufSize: o.RxBufSize, EventIdx: eventIdx}); err != nil {
 		return nil, err
@@ -85,10 +109,6 @@ func New(dev *virtionet.Device, o Options) (*Guest, error) {
 	// WaitTxOrRx can sleep on either.
 	g.Tx.Irq = g.Rx.Irq
 	g.fillRx()
-	if err := dev.Activate(g.Drv.Activation(feat, g.Rx, g.Tx)); err != nil {
-		g.Drv.Close()
-		return nil, err
-	}
 	return g, nil
 }
 
