@@ -325,8 +325,8 @@ func (w *worker) publish(qi int) {
 
 // signal interrupts the guest for queue qi.
 func (w *worker) signal(qi int) {
+	w.p.counters[qi].interrupts.Add(1) // first: a driver woken by the interrupt may read the count
 	w.irq[qi].Trigger()
-	w.p.counters[qi].interrupts.Add(1)
 	if qi == rxQueue {
 		w.lastRxIrq = time.Now()
 	}
