@@ -7,8 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"gonum.org/v1/plot/vg"
-
 	"tinyvmm/bench/device"
 	"tinyvmm/internal/plotfmt"
 )
@@ -142,16 +140,12 @@ func seedsHTML(b *strings.Builder, s Seeds) error {
 			b.WriteString("</tr>\n")
 		}
 		b.WriteString("</table>\n")
-		ps, err := device.Plots(tables[i])
-		if err != nil {
-			return err
-		}
-		for _, pl := range ps {
-			png, err := plotfmt.PNG(pl, 6.5*vg.Inch, 3.2*vg.Inch, 144)
+		for _, pl := range device.Plots(tables[i]) {
+			png, err := plotfmt.PNG(936, 460, pl)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(b, "<img alt=\"%s\" src=\"data:image/png;base64,%s\">\n", esc(pl.Title.Text), base64.StdEncoding.EncodeToString(png))
+			fmt.Fprintf(b, "<img alt=\"%s\" src=\"data:image/png;base64,%s\">\n", esc(pl.Title), base64.StdEncoding.EncodeToString(png))
 		}
 		fmt.Fprintf(b, "<p class=\"finding\">%s</p>\n</section>\n", esc(sc.Finding))
 	}

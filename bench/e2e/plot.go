@@ -3,13 +3,9 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 
 	"tinyvmm/internal/plotfmt"
 )
@@ -31,38 +27,25 @@ func (r *Report) plot(dir string) error {
 }
 
 func (r *Report) plotThroughput(file string) error {
-	p := plot.New()
-	p.Title.Text = "bench e2e: frames per second (median; failed or skipped = 0)"
-	p.Y.Label.Text = "pps"
+	c := &plotfmt.Chart{Title: "bench e2e: frames per second (median; failed or skipped = 0)", YLabel: "pps",
+		Categories: []string{"guest->host 64 B", "guest->host 1400 B", "host->guest 64 B"}}
 	metrics := []string{"tx64", "tx1400", "rx64"}
-	systems := []System{SysTinyvmm, SysCeiling, SysQEMU}
-	width := vg.Points(18)
-	for i, s := range systems {
-		vals := make(plotter.Values, len(metrics))
+	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMU} {
+		bars := plotfmt.Series{Name: r.Systems[s].Label, Y: make([]float64, len(metrics))}
 		for j, m := range metrics {
-			_, vals[j], _ = r.value(m, s, "")
+			_, bars.Y[j], _ = r.value(m, s, "")
 		}
-		bars, err := plotter.NewBarChart(vals, width)
-		if err != nil {
-			return err
-		}
-		bars.Color = plotutil.Color(i)
-		bars.LineStyle.Width = 0
-		bars.Offset = width * vg.Length(i-1)
-		p.Add(bars)
-		p.Legend.Add(r.Systems[s].Label, bars)
+		c.Bars = append(c.Bars, bars)
 	}
-	p.Y.Tick.Marker = plotfmt.Ticks{}
-	p.NominalX("guest->host 64 B", "guest->host 1400 B", "host->guest 64 B")
-	return plotfmt.SavePNG(p, 18*vg.Centimeter, 11*vg.Centimeter, file)
+	return plotfmt.SavePNG(file, 680, 420, c)
 }
 
 // sweepLines adds one line per system over the sweep's x values (log
 // scale); false when there is nothing to draw.
-func (r *Report) sweepLines(p *plot.Plot, prefix, detail string, systems []System) (bool, error) {
+func (r *Report) sweepLines(c *plotfmt.Chart, prefix, detail string, systems []System) bool {
 	drawn, xs := false, map[float64]bool{}
-	for i, s := range systems {
-		var pts plotter.XYs
+	for _, s := range systems {
+		l := plotfmt.Series{Name: r.Systems[s].Label + " " + strings.TrimSuffix(detail, "_us")}
 		for _, e := range r.exps {
 			if !strings.HasPrefix(e.Key, prefix) {
 				continue
@@ -72,65 +55,44 @@ func (r *Report) sweepLines(p *plot.Plot, prefix, detail string, systems []Syste
 				x = 8192 // "unlimited" weight, drawn past the largest one
 			}
 			if _, v, ok := r.value(e.Key, s, detail); ok {
-				pts = append(pts, plotter.XY{X: float64(x), Y: v})
+				l.X, l.Y = append(l.X, float64(x)), append(l.Y, v)
 				xs[float64(x)] = true
 			}
 		}
-		if len(pts) == 0 {
+		if len(l.Y) == 0 {
 			continue
 		}
-		l, sc, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return false, err
-		}
 		drawn = true
-		l.Color, sc.Color = plotutil.Color(i), plotutil.Color(i)
-		p.Add(l, sc)
-		p.Legend.Add(r.Systems[s].Label+" "+strings.TrimSuffix(detail, "_us"), l)
+		c.Lines = append(c.Lines, l)
 	}
 	if len(xs) > 1 { // a log axis needs a range
-		p.X.Scale = plot.LogScale{}
-		var ticks []plot.Tick
+		c.LogX = true
+		c.XTicks = c.XTicks[:0]
 		for x := range xs {
-			ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)})
+			c.XTicks = append(c.XTicks, x)
 		}
-		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		sort.Float64s(c.XTicks)
 	}
-	return drawn, nil
+	return drawn
 }
 
 func (r *Report) plotKicks(file string) error {
-	p := plot.New()
-	p.Title.Text = "seed 000: tx 64 B pps vs kick threshold"
-	p.X.Label.Text = "frames per notify decision (kick=N)"
-	p.Y.Label.Text = "pps"
-	p.Y.Tick.Marker = plotfmt.Ticks{}
-	drawn, err := r.sweepLines(p, "kick", "", []System{SysTinyvmm, SysQEMU})
-	if err != nil {
-		return err
+	c := &plotfmt.Chart{Title: "seed 000: tx 64 B pps vs kick threshold", XLabel: "frames per notify decision (kick=N)", YLabel: "pps"}
+	if !r.sweepLines(c, "kick", "", []System{SysTinyvmm, SysQEMU}) {
+		c.Title += " (no data)"
 	}
-	if !drawn {
-		p.Title.Text += " (no data)"
-	}
-	return plotfmt.SavePNG(p, 16*vg.Centimeter, 10*vg.Centimeter, file)
+	return plotfmt.SavePNG(file, 600, 380, c)
 }
 
 func (r *Report) plotWeights(file string) error {
-	p := plot.New()
-	p.Title.Text = "seed 002: ping under tx flood vs tinyvmm --tx-weight-pkts (8192 = unlimited)"
-	p.X.Label.Text = "tx weight (packets)"
-	p.Y.Label.Text = "us"
+	c := &plotfmt.Chart{Title: "seed 002: ping under tx flood vs tinyvmm --tx-weight-pkts (8192 = unlimited)",
+		XLabel: "tx weight (packets)", YLabel: "us"}
 	drawn := false
 	for _, d := range []string{"avg_us", "p99_us"} {
-		ok, err := r.sweepLines(p, "weight", d, []System{SysTinyvmm})
-		if err != nil {
-			return err
-		}
-		drawn = drawn || ok
+		drawn = r.sweepLines(c, "weight", d, []System{SysTinyvmm}) || drawn
 	}
 	if !drawn {
-		p.Title.Text += " (no data: " + r.Systems[SysTinyvmm].Skip + ")"
+		c.Title += " (no data: " + r.Systems[SysTinyvmm].Skip + ")"
 	}
-	p.Y.Tick.Marker = plotfmt.Ticks{}
-	return plotfmt.SavePNG(p, 16*vg.Centimeter, 10*vg.Centimeter, file)
+	return plotfmt.SavePNG(file, 600, 380, c)
 }

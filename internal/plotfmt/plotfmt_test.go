@@ -2,15 +2,13 @@ package plotfmt
 
 import (
 	"bytes"
+	"image"
+	"image/color"
 	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/recorder"
 )
 
 func TestShort(t *testing.T) {
@@ -24,95 +22,112 @@ func TestShort(t *testing.T) {
 	}
 }
 
-func TestTicksInThousands(t *testing.T) {
-	var labels []string
-	for _, tk := range (Ticks{}).Ticks(0, 1.2e6) {
-		if tk.Label != "" {
-			labels = append(labels, tk.Label)
-		}
+func labels(ts []Tick) string {
+	var l []string
+	for _, tk := range ts {
+		l = append(l, tk.Label)
 	}
-	got := strings.Join(labels, " ")
-	if got != "0 500k 1M" {
-		t.Errorf("ticks over 0..1.2M: %q, want \"0 500k 1M\"", got)
+	return strings.Join(l, " ")
+}
+
+func TestTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0, 1.2e6, "0 200k 400k 600k 800k 1M 1.2M"},
+		{0, 7, "0 2 4 6"},
+		{0, 0.3, "0 0.05 0.1 0.15 0.2 0.25 0.3"},
+		{0, 9000, "0 2k 4k 6k 8k"},
+		{5, 5, "5"},
+	} {
+		if got := labels(Ticks(c.lo, c.hi)); got != c.want {
+			t.Errorf("Ticks(%v, %v) = %q, want %q", c.lo, c.hi, got, c.want)
+		}
 	}
 }
 
-// TestLegendBesideData: every legend entry is drawn to the right of every
-// line of the plot (its axes and its data, which reaches the top right
-// corner), so it covers nothing.
+// The y axis ends on a tick at or above the tallest stack.
+func TestYRangeCoversStacks(t *testing.T) {
+	c := &Chart{Categories: []string{"a", "b"}, Stacked: true,
+		Bars: []Series{{Name: "x", Y: []float64{100, 2000}}, {Name: "y", Y: []float64{50, 1500}}}}
+	lo, hi := c.yRange()
+	if lo != 0 || hi < 3500 || hi > 4000 {
+		t.Errorf("stacked y range %v..%v, want 0..3500-4000", lo, hi)
+	}
+	c.Stacked = false
+	if _, hi := c.yRange(); hi < 2000 || hi > 2500 {
+		t.Errorf("side-by-side y range up to %v, want 2000-2500", hi)
+	}
+}
+
+// The legend is a column right of the data area, so it covers nothing, and
+// every part stays inside the chart's rectangle.
 func TestLegendBesideData(t *testing.T) {
-	p := plot.New()
-	p.Title.Text = "title"
-	l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
-	if err != nil {
-		t.Fatal(err)
+	c := &Chart{Title: "title", YLabel: "pps", XLabel: "x",
+		Lines: []Series{{Name: "first series", X: []float64{1, 2}, Y: []float64{0, 1e6}}, {Name: "second", X: []float64{1, 2}, Y: []float64{5, 6}}}}
+	r := image.Rect(100, 0, 600, 400)
+	l := c.Layout(r)
+	if l.Legend.Empty() || l.Data.Empty() {
+		t.Fatalf("layout %+v: want a data area and a legend", l)
 	}
-	p.Add(l)
-	// No thumbnails: the only strokes are then the plot's own.
-	p.Legend.Add("first series")
-	p.Legend.Add("second")
-	before := p.Legend
-	rec := &recorder.Canvas{}
-	Draw(p, draw.NewCanvas(rec, 12*vg.Centimeter, 8*vg.Centimeter))
-	var maxX vg.Length
-	var texts []*recorder.FillString
-	for _, a := range rec.Actions {
-		switch a := a.(type) {
-		case *recorder.Stroke:
-			for _, pc := range a.Path {
-				maxX = max(maxX, pc.Pos.X)
-			}
-		case *recorder.FillString:
-			if a.String == "first series" || a.String == "second" {
-				texts = append(texts, a)
-			}
-		}
+	if l.Legend.Min.X <= l.Data.Max.X {
+		t.Errorf("legend at x=%d, over the data, which reaches x=%d", l.Legend.Min.X, l.Data.Max.X)
 	}
-	if len(texts) != 2 || maxX == 0 {
-		t.Fatalf("drew %d legend entries and lines up to x=%v; want 2 entries and some lines", len(texts), maxX)
+	if !l.Data.In(r) || !l.Legend.In(r) {
+		t.Errorf("layout %+v leaves the chart's %v", l, r)
 	}
-	for _, fs := range texts {
-		if fs.Point.X <= maxX {
-			t.Errorf("legend entry %q at x=%v, over the plot, whose lines reach x=%v", fs.String, fs.Point.X, maxX)
-		}
-	}
-	if p.Legend.Top != before.Top || p.Legend.Left != before.Left {
-		t.Error("Draw changed the plot's legend")
+	if l := (&Chart{Title: "no legend"}).Layout(r); !l.Legend.Empty() {
+		t.Errorf("a chart without series has a legend %v", l.Legend)
 	}
 }
 
-// PNG's bytes decode as a PNG of the size asked for, with more than one
-// colour in it (the plot was drawn, not just the background).
-func TestPNGBytes(t *testing.T) {
-	p := plot.New()
-	p.Title.Text = "t"
-	l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
+// SavePNG draws the charts side by side, each with its bars' colours.
+func TestSavePNG(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.png")
+	bars := &Chart{Title: "bars", Categories: []string{"a", "b"}, Bars: []Series{{Name: "one", Y: []float64{1, 2}}}}
+	lines := &Chart{Title: "lines", LogX: true, XTicks: []float64{1, 10, 100},
+		Lines: []Series{{Name: "l", X: []float64{1, 10, 100}, Y: []float64{3, 2, 1}}}}
+	if err := SavePNG(path, 300, 200, bars, lines); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Add(l)
-	b, err := PNG(p, 200, 100, 144)
+	defer f.Close()
+	img, err := png.Decode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
+	if b := img.Bounds(); b.Dx() != 600 || b.Dy() != 200 {
+		t.Fatalf("image %v, want 600x200", b)
 	}
-	if sz := img.Bounds().Size(); sz.X != 400 || sz.Y != 200 {
-		t.Errorf("image is %v, want 400x200 (200x100 points at 144 dpi)", sz)
-	}
-	first := img.At(0, 0)
-	same := true
-	for y := 0; y < img.Bounds().Dy() && same; y++ {
-		for x := 0; x < img.Bounds().Dx(); x++ {
-			if img.At(x, y) != first {
-				same = false
-				break
+	count := func(r image.Rectangle, c color.RGBA) int {
+		n := 0
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			for x := r.Min.X; x < r.Max.X; x++ {
+				if color.RGBAModel.Convert(img.At(x, y)) == c {
+					n++
+				}
 			}
 		}
+		return n
 	}
-	if same {
-		t.Error("the PNG is one colour")
+	if n := count(image.Rect(0, 0, 300, 200), Palette[0]); n < 200 {
+		t.Errorf("the bar chart has %d pixels of its bars' colour", n)
+	}
+	if n := count(image.Rect(300, 0, 600, 200), Palette[0]); n < 50 {
+		t.Errorf("the line chart has %d pixels of its line's colour", n)
+	}
+	if err := SavePNG(filepath.Join(t.TempDir(), "no", "such", "dir.png"), 10, 10, bars); err == nil {
+		t.Error("SavePNG into a missing directory did not fail")
+	}
+	b, err := PNG(300, 200, bars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := png.DecodeConfig(bytes.NewReader(b)); err != nil || cfg.Width != 300 || cfg.Height != 200 {
+		t.Errorf("PNG: %+v %v, want a 300x200 PNG", cfg, err)
 	}
 }
