@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -29,26 +28,66 @@ type Event struct {
 	Args  string        // what follows, e.g. "head=3 bufs=2"
 }
 
-var eventRE = regexp.MustCompile(`^\+(\d+)\.(\d{6}) (tx|rx) (used published|[a-z]+)(?: (.*))?$`)
-
 // ParseTrace returns the datapath events of a trace, in order; other lines
 // (tinyvmm's notices) are skipped.
 func ParseTrace(r io.Reader) ([]Event, error) {
 	var evs []Event
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		m := eventRE.FindStringSubmatch(strings.TrimRight(sc.Text(), "\r"))
-		if m == nil {
-			continue
+		if ev, ok := parseEvent(strings.TrimRight(sc.Text(), "\r")); ok {
+			evs = append(evs, ev)
 		}
-		sec, _ := strconv.ParseInt(m[1], 10, 64)
-		us, _ := strconv.ParseInt(m[2], 10, 64)
-		evs = append(evs, Event{
-			At:    time.Duration(sec)*time.Second + time.Duration(us)*time.Microsecond,
-			Queue: m[3], What: m[4], Args: m[5],
-		})
 	}
 	return evs, sc.Err()
+}
+
+// parseEvent reads "+SEC.USEC6 tx|rx WHAT[ ARGS]", WHAT being "used
+// published" or one lower-case word. It is plain string code, not a regexp:
+// a package-level regexp is compiled in every tinyvmm process as it starts,
+// `run` included, and regexp's own init runs too when anything links it.
+func parseEvent(line string) (Event, bool) {
+	rest, ok := strings.CutPrefix(line, "+")
+	if !ok {
+		return Event{}, false
+	}
+	secs, rest, ok := strings.Cut(rest, ".")
+	if !ok || !digits(secs) || len(rest) < 7 || !digits(rest[:6]) || rest[6] != ' ' {
+		return Event{}, false
+	}
+	usecs, rest := rest[:6], rest[7:]
+	queue, rest, ok := strings.Cut(rest, " ")
+	if !ok || (queue != "tx" && queue != "rx") {
+		return Event{}, false
+	}
+	var what, args string
+	if rest == "used published" || strings.HasPrefix(rest, "used published ") {
+		what, args = "used published", strings.TrimPrefix(rest[len("used published"):], " ")
+	} else {
+		n := 0
+		for n < len(rest) && rest[n] >= 'a' && rest[n] <= 'z' {
+			n++
+		}
+		if n == 0 || (n < len(rest) && rest[n] != ' ') {
+			return Event{}, false
+		}
+		what, args = rest[:n], strings.TrimPrefix(rest[n:], " ")
+	}
+	sec, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil {
+		return Event{}, false
+	}
+	us, _ := strconv.ParseInt(usecs, 10, 64)
+	return Event{At: time.Duration(sec)*time.Second + time.Duration(us)*time.Microsecond, Queue: queue, What: what, Args: args}, true
+}
+
+// digits is whether s is one or more ASCII digits.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Step is one step of the story.

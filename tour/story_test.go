@@ -177,3 +177,32 @@ func TestStoryNamesWhatExists(t *testing.T) {
 		t.Errorf("only %d names checked", checked)
 	}
 }
+
+// parseEvent takes exactly the trace's event lines.
+func TestParseEventLines(t *testing.T) {
+	for line, want := range map[string]*Event{
+		"+12.345678 tx pop head=3 bufs=2":    {At: 12*time.Second + 345678*time.Microsecond, Queue: "tx", What: "pop", Args: "head=3 bufs=2"},
+		"+0.000001 rx used published":        {At: time.Microsecond, Queue: "rx", What: "used published"},
+		"+0.000001 rx used published n=4":    {At: time.Microsecond, Queue: "rx", What: "used published", Args: "n=4"},
+		"+0.000001 rx used publishedX n=4":   {At: time.Microsecond, Queue: "rx", What: "used", Args: "publishedX n=4"},
+		"+1.000000 tx kick":                  {At: time.Second, Queue: "tx", What: "kick"},
+		"+1.000000 tx irq ":                  {At: time.Second, Queue: "tx", What: "irq"},
+		"+1.00000 tx kick":                   nil, // 5 digits
+		"+1.0000000 tx kick":                 nil,
+		"1.000000 tx kick":                   nil,
+		"+.000000 tx kick":                   nil,
+		"+1.000000 ctl kick":                 nil,
+		"+1.000000 tx Kick":                  nil,
+		"+1.000000 tx kick2":                 nil,
+		"+1.000000 tx ":                      nil,
+		"tinyvmm: host KVM is hardware virt": nil,
+	} {
+		ev, ok := parseEvent(line)
+		switch {
+		case want == nil && ok:
+			t.Errorf("%q parsed as %+v, want no event", line, ev)
+		case want != nil && (!ok || ev != *want):
+			t.Errorf("%q: %+v %v, want %+v", line, ev, ok, *want)
+		}
+	}
+}

@@ -8,7 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -42,14 +42,34 @@ func Parse(fs *flag.FlagSet, command string, args []string) error {
 	return Usagef("%s; see tinyvmm %s --help", Message(err), command)
 }
 
-// flagValueError matches the flag package's wrapper around a Set error.
-var flagValueError = regexp.MustCompile(`^invalid value (".*") for flag -([\w-]+): (.*)$`)
+// valueError splits the flag package's wrapper around a Set error,
+// `invalid value "VALUE" for flag -NAME: REASON` (VALUE quoted by %q). Plain
+// string code, not a regexp: a package-level regexp is compiled in every
+// tinyvmm process as it starts, `run` included.
+func valueError(msg string) (value, name, reason string, ok bool) {
+	rest, ok := strings.CutPrefix(msg, "invalid value ")
+	if !ok {
+		return "", "", "", false
+	}
+	value, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return "", "", "", false
+	}
+	rest, ok = strings.CutPrefix(rest[len(value):], " for flag -")
+	if !ok {
+		return "", "", "", false
+	}
+	name, reason, ok = strings.Cut(rest, ": ")
+	if !ok || name == "" || strings.ContainsAny(name, " \n") {
+		return "", "", "", false
+	}
+	return value, name, reason, true
+}
 
 // Message rewords the flag package's errors in the form users type.
 func Message(err error) string {
 	msg := err.Error()
-	if m := flagValueError.FindStringSubmatch(msg); m != nil {
-		value, name, reason := m[1], m[2], m[3]
+	if value, name, reason, ok := valueError(msg); ok {
 		if strings.HasPrefix(reason, "--") {
 			return reason // our own Set errors name the flag already
 		}

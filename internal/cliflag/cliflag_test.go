@@ -17,6 +17,7 @@ func TestParse(t *testing.T) {
 		{[]string{"--bogus"}, "unknown flag --bogus; see tinyvmm bench x --help"},
 		{[]string{"--n"}, "--n needs a value; see tinyvmm bench x --help"},
 		{[]string{"--n", "many"}, `--n "many": not a number; see tinyvmm bench x --help`},
+		{[]string{"--n", `a" for flag -m: "b`}, `--n "a\" for flag -m: \"b": not a number; see tinyvmm bench x --help`},
 	} {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		fs.Int("n", 1, "a number")
