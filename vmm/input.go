@@ -53,10 +53,15 @@ func openInput(path string, data []byte, what string) (f boot.File, close func()
 	if path == "" {
 		return nil, nothing, nil
 	}
-	fh, err := os.Open(path)
+	// Not os.Open: it offers each file to Go's netpoller, and the first
+	// offer creates the epoll instance and its eventfd on the way to the
+	// first KVM_RUN, only for epoll to refuse a regular file. A FIFO is then
+	// read with blocking reads, which is all ReadAll needs.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nothing, fmt.Errorf("cannot read %s %s: %v", what, path, errText(err))
 	}
+	fh := os.NewFile(uintptr(fd), path)
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()
