@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -149,6 +150,28 @@ func abs(v int) int {
 	return v
 }
 
+// wrap breaks s at spaces into lines at most w pixels wide (a word wider
+// than that gets a line of its own).
+func wrap(s string, w int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case textWidth(line+" "+word) <= w:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	if line != "" || len(lines) == 0 {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
 // Layout is where a chart's parts go within its rectangle.
 type Layout struct {
 	// Data is the area inside the axes; Legend the column beside it.
@@ -170,7 +193,7 @@ func (c *Chart) Layout(r image.Rectangle) Layout {
 	for _, t := range Ticks(c.yRange()) {
 		yLabelW = max(yLabelW, textWidth(t.Label))
 	}
-	top := r.Min.Y + pad + lineH + pad // the title
+	top := r.Min.Y + pad + len(wrap(c.Title, r.Dx()-2*pad))*lineH + pad
 	if c.YLabel != "" {
 		top += lineH + 2 // the y label sits above its axis
 	}
@@ -240,7 +263,9 @@ func (c *Chart) xRange() (lo, hi float64, ok bool) {
 func (c *Chart) Draw(img draw.Image, r image.Rectangle) {
 	l := c.Layout(r)
 	d := l.Data
-	text(img, r.Min.X+(r.Dx()-textWidth(c.Title))/2, r.Min.Y+pad, c.Title, black)
+	for i, t := range wrap(c.Title, r.Dx()-2*pad) {
+		text(img, r.Min.X+max(pad, (r.Dx()-textWidth(t))/2), r.Min.Y+pad+i*lineH, t, black)
+	}
 	if c.YLabel != "" {
 		text(img, r.Min.X+pad, d.Min.Y-lineH-2-4, c.YLabel, black)
 	}

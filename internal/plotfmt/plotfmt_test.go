@@ -131,3 +131,28 @@ func TestSavePNG(t *testing.T) {
 		t.Errorf("PNG: %+v %v, want a 300x200 PNG", cfg, err)
 	}
 }
+
+// A title wider than the chart is broken at spaces into lines that fit.
+func TestWrapTitle(t *testing.T) {
+	long := "seed 002: ping under tx flood vs tinyvmm --tx-weight-pkts (8192 = unlimited)"
+	lines := wrap(long, 300)
+	if len(lines) < 2 || strings.Join(lines, " ") != long {
+		t.Fatalf("wrap: %q", lines)
+	}
+	for _, l := range lines {
+		if textWidth(l) > 300 {
+			t.Errorf("line %q is %d px wide, over 300", l, textWidth(l))
+		}
+	}
+	if got := wrap("short", 300); len(got) != 1 || got[0] != "short" {
+		t.Errorf("wrap(short) = %q", got)
+	}
+	if got := wrap("", 300); len(got) != 1 || got[0] != "" {
+		t.Errorf("wrap(\"\") = %q", got)
+	}
+	c := &Chart{Title: long, Lines: []Series{{Name: "l", X: []float64{1, 2}, Y: []float64{1, 2}}}}
+	one := (&Chart{Title: "short", Lines: c.Lines}).Layout(image.Rect(0, 0, 400, 300))
+	if l := c.Layout(image.Rect(0, 0, 400, 300)); l.Data.Min.Y <= one.Data.Min.Y {
+		t.Errorf("a two-line title leaves the data at y=%d, as high as a one-line title's %d", l.Data.Min.Y, one.Data.Min.Y)
+	}
+}
