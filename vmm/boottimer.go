@@ -22,8 +22,10 @@ import (
 // No PC device lives there in a tinyvmm guest, so nothing else writes it.
 const BootTimerPort = 0x3f0
 
-// processStart is when this process's Go code began (package init), so
-// --stats can tell exec and the Go runtime apart from tinyvmm's own setup.
+// processStart is when package vmm was initialized: after exec, the Go
+// runtime's start and the init of the packages before it (most of the
+// binary's), so --stats can tell those apart from tinyvmm's own set-up. The
+// boot benchmark times that first part from its spawn of the process.
 var processStart = time.Now()
 
 // BootStats are the timestamps of one boot, as Unix nanoseconds
@@ -73,7 +75,7 @@ type bootClock struct {
 }
 
 // step records that a set-up step just ended (the first one starts at
-// process start).
+// processStart).
 func (b *bootClock) step(name string) {
 	now := time.Now()
 	if b.lastStep.IsZero() {

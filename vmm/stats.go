@@ -39,7 +39,7 @@ func (s RunStats) text(netText []string) string {
 		if bs.InitUnixNs != 0 {
 			fmt.Fprintf(&b, ", /init after %.1f ms", millis(time.Duration(bs.InitUnixNs-bs.ProcessUnixNs)))
 		}
-		b.WriteString(" (from process start)")
+		b.WriteString(" (from package init)")
 		if len(bs.SetupMs) > 0 {
 			b.WriteString("; set-up ms:")
 			for _, st := range bs.SetupMs {

@@ -67,7 +67,7 @@ func (c Config) Validate() error { return c.check() }
 // Everything it opened is closed when it returns.
 func Run(ctx context.Context, cfg Config) (int, error) {
 	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: devices.NewStopOnce()}
-	m.boot.step("process start to vmm.Run")
+	m.boot.step("package init to vmm.Run")
 	if m.log == nil {
 		m.log = io.Discard
 	}

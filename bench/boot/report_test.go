@@ -115,7 +115,8 @@ func TestFillFromStats(t *testing.T) {
 	if !near(*run.FirstRunS, 0.012) || !near(*run.KernelS, 0.012) || !near(*run.InitS, 0.4) || !near(*run.ExitS, 0.9) {
 		t.Errorf("milestones %v %v %v %v", *run.FirstRunS, *run.KernelS, *run.InitS, *run.ExitS)
 	}
-	if run.ExitsAtInit["exits"] != 77 || run.PeakRSSKiB != 50000 || run.GuestKiB != 40000 || len(run.Setup) != 1 || run.Setup[0].Ms != 1.5 {
+	if run.ExitsAtInit["exits"] != 77 || run.PeakRSSKiB != 50000 || run.GuestKiB != 40000 || len(run.Setup) != 2 ||
+		run.Setup[0].Step != "spawn to package init" || !near(run.Setup[0].Ms, 5) || run.Setup[1].Ms != 1.5 {
 		t.Errorf("run %+v", run)
 	}
 	noInit := bytes.Replace(raw, []byte(`"init_unix_ns": `+itoa(ns(400))), []byte(`"init_unix_ns": 0`), 1)

@@ -65,7 +65,12 @@ func fillFromStats(run *Run, raw []byte, start time.Time) error {
 	run.ExitS = seconds(unixNs(bs.StopUnixNs), start)
 	run.ExitsAtInit = bs.KVMStatsAtInit
 	run.PeakRSSKiB, run.GuestKiB = bs.PeakRSSKiBAtInit, bs.GuestTouchedKiBAtInit
-	run.Setup = bs.SetupMs
+	// tinyvmm's steps start at its package init; before that come exec,
+	// the Go runtime and the other packages' init, timed from the spawn.
+	if bs.ProcessUnixNs != 0 {
+		run.Setup = append(run.Setup, vmm.SetupStep{Step: "spawn to package init", Ms: float64(unixNs(bs.ProcessUnixNs).Sub(start).Microseconds()) / 1000})
+	}
+	run.Setup = append(run.Setup, bs.SetupMs...)
 	if bs.Error != "" {
 		return fmt.Errorf("tinyvmm's sample at /init: %s", bs.Error)
 	}
