@@ -3,11 +3,13 @@
 
 GO      ?= go
 BIN     := bin/tinyvmm
+# --net user's network runs in this process of its own; tinyvmm looks for it next to itself.
+USERNET := bin/tinyvmm-usernet
 GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernet/...
+RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernet/... ./userproc/...
 
 .PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 
@@ -16,6 +18,7 @@ all: build
 build:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -o $(USERNET) ./cmd/tinyvmm-usernet
 
 guest:
 	bash guest/build.sh

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"tinyvmm/usernet"
+	"tinyvmm/userproc"
 	"tinyvmm/vmm"
 )
 
@@ -23,7 +23,7 @@ func TestNetUserOptions(t *testing.T) {
 	if len(nets) != 2 || nets[0].User == nil || nets[1].User == nil {
 		t.Fatalf("%+v", nets)
 	}
-	want := []usernet.Forward{{Host: "127.0.0.1:8080", GuestPort: 80}, {Host: "127.0.0.1:2222", GuestPort: 22}}
+	want := []userproc.Forward{{Host: "127.0.0.1:8080", GuestPort: 80}, {Host: "127.0.0.1:2222", GuestPort: 22}}
 	if got := nets[0].User.Forwards; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("forwards %+v, want %+v", got, want)
 	}

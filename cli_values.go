@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"tinyvmm/usernet"
+	"tinyvmm/userproc"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
@@ -74,7 +74,7 @@ func (v netsValue) Set(s string) error {
 	var n vmm.NetConfig
 	for i, kv := range strings.Split(s, ",") {
 		if i == 0 && kv == "user" {
-			n.User = &usernet.Config{}
+			n.User = &userproc.Config{}
 			continue
 		}
 		key, val, ok := strings.Cut(kv, "=")
@@ -168,10 +168,10 @@ func (v netsValue) Set(s string) error {
 // parseHostFwd parses QEMU's hostfwd syntax, TCP only:
 // tcp:[HOSTADDR]:HPORT-[GUESTADDR]:GPORT. HOSTADDR defaults to 127.0.0.1
 // (QEMU's is every address: a forward open to the network must be asked
-// for); GUESTADDR, if given, must be the guest's own, usernet.GuestIP.
-func parseHostFwd(val string) (usernet.Forward, error) {
-	bad := func(why string) (usernet.Forward, error) {
-		return usernet.Forward{}, fmt.Errorf("--net hostfwd=%s: %s; expected tcp:127.0.0.1:HPORT-:GPORT", val, why)
+// for); GUESTADDR, if given, must be the guest's own, userproc.GuestIP.
+func parseHostFwd(val string) (userproc.Forward, error) {
+	bad := func(why string) (userproc.Forward, error) {
+		return userproc.Forward{}, fmt.Errorf("--net hostfwd=%s: %s; expected tcp:127.0.0.1:HPORT-:GPORT", val, why)
 	}
 	rest, ok := strings.CutPrefix(val, "tcp:")
 	if !ok {
@@ -198,14 +198,14 @@ func parseHostFwd(val string) (usernet.Forward, error) {
 	if err != nil {
 		return bad("guest side is not [ADDR]:PORT")
 	}
-	if gaddr != "" && gaddr != usernet.GuestIP {
-		return bad("the guest's address is " + usernet.GuestIP)
+	if gaddr != "" && gaddr != userproc.GuestIP {
+		return bad("the guest's address is " + userproc.GuestIP)
 	}
 	gp, err := strconv.ParseUint(gport, 10, 16)
 	if err != nil || gp == 0 {
 		return bad("guest port " + gport + " is not a port number from 1 to 65535")
 	}
-	return usernet.Forward{Host: net.JoinHostPort(haddr, hport), GuestPort: uint16(gp)}, nil
+	return userproc.Forward{Host: net.JoinHostPort(haddr, hport), GuestPort: uint16(gp)}, nil
 }
 
 // statsValue is --stats (text on stderr) or --stats=FILE (JSON).

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/userproc"
 )
 
 // maxVnetHdr is the largest struct virtio_net_hdr the device puts in front
@@ -54,12 +56,30 @@ func (c *frameConn) Read(b []byte) (int, error) {
 			return 0, err
 		case n == 0:
 			return 0, io.EOF // the device's end is closed
+		case n == 2 && flags&unix.MSG_TRUNC == 0 && byteAt(h, b, 0) == userproc.HdrSizeMsg:
+			// The device in another process says how long the headers
+			// that follow are (userproc.Backend.SetVnetHdrSize).
+			if sz := byteAt(h, b, 1); sz <= maxVnetHdr {
+				c.hdrLen.Store(int32(sz))
+			}
+			continue
 		case n < len(h)+ethHeaderLen || flags&unix.MSG_TRUNC != 0:
 			c.dropped.Add(1)
 			continue
 		}
 		return n - len(h), nil
 	}
+}
+
+// byteAt is byte i of a message read into h, then b.
+func byteAt(h, b []byte, i int) byte {
+	if i < len(h) {
+		return h[i]
+	}
+	if i-len(h) < len(b) {
+		return b[i-len(h)]
+	}
+	return 0
 }
 
 // Write sends one frame to the guest behind a zero vnet header. It waits

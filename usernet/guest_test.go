@@ -35,7 +35,13 @@ type testGuest struct {
 
 func newTestGuest(t *testing.T, b *Backend, mac net.HardwareAddr) *testGuest {
 	t.Helper()
-	g := &testGuest{fd: b.Fd(), hdrLen: maxVnetHdr}
+	return newTestGuestHdr(t, b, mac, maxVnetHdr)
+}
+
+// newTestGuestHdr is newTestGuest with hdrLen-byte vnet headers.
+func newTestGuestHdr(t *testing.T, b *Backend, mac net.HardwareAddr, hdrLen int) *testGuest {
+	t.Helper()
+	g := &testGuest{fd: b.Fd(), hdrLen: hdrLen}
 	g.ep = channel.New(256, 1500, tcpip.LinkAddress(mac))
 	g.s = stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},

@@ -12,8 +12,10 @@
 // socket queues at most net.unix.max_dgram_qlen (10) messages however big
 // its buffer, so a burst would be dropped; a seqpacket one queues up to its
 // buffer. A length-prefixed stream (the "qemu" protocol) would need the
-// device to frame and unframe. virtionet does not import this package; vmm
-// does.
+// device to frame and unframe. Neither virtionet nor vmm imports this
+// package: tinyvmm-usernet (cmd/tinyvmm-usernet) runs it in a process of
+// its own on an inherited socketpair end (Attach), which package userproc
+// starts for the VMM.
 package usernet
 
 import (
@@ -29,24 +31,19 @@ import (
 	"github.com/containers/gvisor-tap-vsock/pkg/virtualnetwork"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/userproc"
 )
 
-// The guest's network, laid out as QEMU's user networking lays it out, so
-// what people know from -nic user holds: the gateway is also the host's
-// loopback and the DNS server.
+// The guest's network, as userproc lays it out (QEMU's -nic user layout).
 const (
-	Subnet = "10.0.2.0/24"
-	// GatewayIP answers DHCP and DNS; other TCP and UDP to it reaches the
-	// host's 127.0.0.1 on the same port.
-	GatewayIP = "10.0.2.2"
-	// GuestIP is the address DHCP gives the guest's MAC.
-	GuestIP    = "10.0.2.15"
+	Subnet     = userproc.Subnet
+	GatewayIP  = userproc.GatewayIP
+	GuestIP    = userproc.GuestIP
+	HostName   = userproc.HostName
+	dnsZone    = userproc.DNSZone
 	gatewayMAC = "5a:94:ef:e4:0c:dd"
 	hostLoop   = "127.0.0.1"
-	// HostName is what the gateway's DNS server answers with GatewayIP
-	// itself; other names go to the host's resolvers.
-	HostName = "host." + dnsZone
-	dnsZone  = "tinyvmm.internal"
 )
 
 // sockBuf is the send buffer asked for on each end of the socketpair: room
@@ -56,23 +53,10 @@ const (
 const sockBuf = 4 << 20
 
 // Config is one user-mode network.
-type Config struct {
-	// MAC is the guest's MAC: DHCP hands GuestIP to it.
-	MAC net.HardwareAddr
-	// MTU of the link (the device's); DHCP tells the guest. 0 is 1500.
-	MTU int
-	// Forwards are TCP listeners on the host whose connections go to a
-	// port of the guest (hostfwd=).
-	Forwards []Forward
-}
+type Config = userproc.Config
 
 // Forward is one hostfwd=tcp:HOSTADDR:HPORT-:GPORT.
-type Forward struct {
-	// Host is the address to listen on, "127.0.0.1:8080"; port 0 picks a
-	// free one (Backend.Forwards tells which).
-	Host      string
-	GuestPort uint16
-}
+type Forward = userproc.Forward
 
 // Backend is the device's end of the link to the virtual network.
 type Backend struct {
@@ -86,7 +70,8 @@ type Backend struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
-	err    error // why the switch let go of the link, if it did
+	done   chan struct{} // closed when the switch has let go of the link
+	err    error         // why it let go before Close, if it did
 	errMu  sync.Mutex
 }
 
@@ -97,6 +82,81 @@ var quietLogs sync.Once
 
 // Open starts a virtual network for one device.
 func Open(cfg Config) (*Backend, error) {
+	vn, err := newNetwork(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("net user: socketpair: %v", err)
+	}
+	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	b, err := attach(vn, fds[1], fds[0], cfg)
+	if err != nil {
+		unix.Close(fds[0])
+		return nil, err
+	}
+	return b, nil
+}
+
+// Attach starts a virtual network on fd, the switch's end of a
+// SOCK_SEQPACKET socketpair whose other end a device in another process
+// holds (tinyvmm-usernet's inherited LinkFd). The Backend takes fd; its
+// Fd is -1. Done is closed when that end is closed (the VMM exited).
+func Attach(fd int, cfg Config) (*Backend, error) {
+	vn, err := newNetwork(&cfg)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return attach(vn, fd, -1, cfg)
+}
+
+// attach serves the switch on switchFd (which it takes) and opens the
+// forwards; devFd is the device's end if it is in this process, else -1.
+func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) (*Backend, error) {
+	unix.SetsockoptInt(switchFd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	uc, err := unixConn(switchFd)
+	if err != nil {
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	b := &Backend{fd: devFd, vn: vn, done: make(chan struct{})}
+	b.hdrLen.Store(maxVnetHdr)
+	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	for _, f := range cfg.Forwards {
+		fw, err := listenForward(b, f)
+		if err != nil {
+			b.fd = -1 // the caller closes it
+			close(b.done)
+			b.Close()
+			return nil, err
+		}
+		b.fwds = append(b.fwds, fw)
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer close(b.done)
+		if err := vn.AcceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
+			b.errMu.Lock()
+			b.err = err
+			b.errMu.Unlock()
+		}
+	}()
+	for _, fw := range b.fwds {
+		fw.start()
+	}
+	return b, nil
+}
+
+// newNetwork is the gVisor gateway for cfg (its MTU defaulted in place).
+func newNetwork(cfg *Config) (*virtualnetwork.VirtualNetwork, error) {
 	if len(cfg.MAC) != 6 {
 		return nil, fmt.Errorf("net user: the guest's MAC %v is not 6 bytes", cfg.MAC)
 	}
@@ -119,48 +179,7 @@ func Open(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("net user: socketpair: %v", err)
-	}
-	for _, fd := range fds {
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
-	}
-	if err := unix.SetNonblock(fds[0], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return nil, fmt.Errorf("net user: %v", err)
-	}
-	uc, err := unixConn(fds[1])
-	if err != nil {
-		unix.Close(fds[0])
-		return nil, fmt.Errorf("net user: %v", err)
-	}
-	b := &Backend{fd: fds[0], vn: vn}
-	b.hdrLen.Store(maxVnetHdr)
-	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	for _, f := range cfg.Forwards {
-		fw, err := listenForward(b, f)
-		if err != nil {
-			b.Close()
-			return nil, err
-		}
-		b.fwds = append(b.fwds, fw)
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		if err := vn.AcceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
-			b.errMu.Lock()
-			b.err = err
-			b.errMu.Unlock()
-		}
-	}()
-	for _, fw := range b.fwds {
-		fw.start()
-	}
-	return b, nil
+	return vn, nil
 }
 
 // unixConn makes fd (the switch's end) a *net.UnixConn on Go's poller.
@@ -226,6 +245,10 @@ func (b *Backend) Forwards() []string {
 // Ethernet header.
 func (b *Backend) Dropped() uint64 { return b.conn.dropped.Load() }
 
+// Done is closed when the switch has let go of the link: Close, or the
+// device's end closed.
+func (b *Backend) Done() <-chan struct{} { return b.done }
+
 // Err is why the switch let go of the link before Close, if it did.
 func (b *Backend) Err() error {
 	b.errMu.Lock()
@@ -244,7 +267,9 @@ func (b *Backend) Close() error {
 			fw.close()
 		}
 		b.conn.Close() // ends AcceptBess's read
-		err = unix.Close(b.fd)
+		if b.fd >= 0 {
+			err = unix.Close(b.fd)
+		}
 		b.wg.Wait()
 	})
 	return err

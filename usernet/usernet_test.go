@@ -15,6 +15,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/userproc"
 )
 
 var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
@@ -304,3 +306,59 @@ func TestBulkTransferToHost(t *testing.T) {
 type zeroReader struct{}
 
 func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// The device in another process sets the header size in band, with
+// userproc's 2-byte message: the frames after it carry 10-byte headers,
+// each way.
+func TestHdrSizeMessage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "short headers")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	b := open(t, Config{})
+	if err := unix.Send(b.Fd(), []byte{userproc.HdrSizeMsg, 10}, 0); err != nil {
+		t.Fatal(err)
+	}
+	g := newTestGuestHdr(t, b, testMAC, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body, err := get(ctx, g, "http://"+GatewayIP+":"+port+"/")
+	if err != nil || body != "short headers" {
+		t.Fatalf("GET with 10-byte headers: %q, %v", body, err)
+	}
+	if d := b.Dropped(); d != 0 {
+		t.Errorf("%d frames dropped", d)
+	}
+}
+
+// Attach serves a switch end handed in (tinyvmm-usernet's fd 3); Done is
+// closed once the device's end closes, as when the VMM exits.
+func TestAttachEndsWhenDeviceEndCloses(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Attach(fds[1], Config{MAC: testMAC, Forwards: []Forward{{Host: "127.0.0.1:0", GuestPort: 80}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Fd() != -1 || len(b.Forwards()) != 1 {
+		t.Fatalf("fd %d, forwards %v", b.Fd(), b.Forwards())
+	}
+	select {
+	case <-b.Done():
+		t.Fatal("done before the device's end closed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	unix.Close(fds[0])
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("still serving 5 s after the device's end closed")
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

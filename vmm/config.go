@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"tinyvmm/usernet"
+	"tinyvmm/userproc"
 	"tinyvmm/virtionet"
 )
 
@@ -71,9 +71,9 @@ type Config struct {
 type NetConfig struct {
 	virtionet.Config
 	// User, instead of a tap, puts the device on a user-mode network of
-	// its own (--net user): usernet's gVisor gateway, no root. Its MAC and
+	// its own (--net user): a tinyvmm-usernet process (userproc), no root. Its MAC and
 	// MTU are the device's; Ifname only names it ("user0").
-	User *usernet.Config
+	User *userproc.Config
 }
 
 // Notify modes.

@@ -12,7 +12,7 @@ import (
 
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/scratchns"
-	"tinyvmm/usernet"
+	"tinyvmm/userproc"
 )
 
 // TestLinuxGuestUserNet is --net user as a CI user runs it: tinyvmm as a
@@ -56,8 +56,8 @@ func TestLinuxGuestUserNet(t *testing.T) {
 	script := strings.Join([]string{
 		"ip -4 -o addr show dev eth0",
 		"cat /etc/resolv.conf",
-		"nslookup -type=a " + usernet.HostName,
-		fmt.Sprintf("wget -q -O - http://%s:%d/from-guest", usernet.GatewayIP, port),
+		"nslookup -type=a " + userproc.HostName,
+		fmt.Sprintf("wget -q -O - http://%s:%d/from-guest", userproc.GatewayIP, port),
 		fmt.Sprintf("printf 'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\n\\r\\nserved by the guest\\n' | nc -l -p %d", guestPort),
 	}, " && ")
 	dir := userDir(t)
@@ -82,9 +82,9 @@ func TestLinuxGuestUserNet(t *testing.T) {
 		t.Fatalf("status %d; console:\n%s\nstderr:\n%s", status, tail(out, 40), stderr)
 	}
 	for _, want := range []string{
-		usernet.GuestIP + "/24",                     // DHCP's lease
-		"nameserver " + usernet.GatewayIP,           // and its DNS server
-		"Address: " + usernet.GatewayIP,             // nslookup's answer
+		userproc.GuestIP + "/24",                    // DHCP's lease
+		"nameserver " + userproc.GatewayIP,          // and its DNS server
+		"Address: " + userproc.GatewayIP,            // nslookup's answer
 		"page /from-guest from the host's loopback", // the fetch through the gateway
 		"to 127.0.0.1:",                             // arriving from the host's own loopback (NAT)
 	} {

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"tinyvmm/devices"
-	"tinyvmm/usernet"
+	"tinyvmm/userproc"
 	"tinyvmm/virtionet"
 )
 
@@ -44,8 +44,9 @@ func (m *machine) openNets() error {
 	return nil
 }
 
-// openUserNet starts a user-mode network (usernet) and the device on it.
-func (m *machine) openUserNet(cfg virtionet.Config, uc usernet.Config) (*virtionet.Device, error) {
+// openUserNet starts a user-mode network (a tinyvmm-usernet process, see
+// userproc) and the device on it.
+func (m *machine) openUserNet(cfg virtionet.Config, uc userproc.Config) (*virtionet.Device, error) {
 	if cfg.MAC == nil {
 		cfg.MAC = virtionet.DefaultMAC(cfg.Ifname)
 	}
@@ -53,7 +54,7 @@ func (m *machine) openUserNet(cfg virtionet.Config, uc usernet.Config) (*virtion
 		cfg.MTU = virtionet.DefaultMTU
 	}
 	uc.MAC, uc.MTU = cfg.MAC, cfg.MTU
-	b, err := usernet.Open(uc)
+	b, err := userproc.Start(uc, func(format string, args ...any) { m.logf(format, args...) })
 	if err != nil {
 		return nil, err
 	}

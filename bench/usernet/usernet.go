@@ -24,7 +24,7 @@ import (
 
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/internal/scratchns"
-	"tinyvmm/usernet"
+	"tinyvmm/userproc"
 )
 
 // Transfer is one timed connection.
@@ -123,7 +123,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 // gateway's port (the host's 127.0.0.1), stopping at the first failure.
 func GuestScript(size, runs, port int) string {
 	return fmt.Sprintf("i=0; while [ $i -lt %d ]; do dd if=/dev/zero bs=1M count=%d 2>/dev/null | nc %s %d || exit 1; i=$((i+1)); done",
-		runs, size, usernet.GatewayIP, port)
+		runs, size, userproc.GatewayIP, port)
 }
 
 // receive accepts up to n connections one after another and times each

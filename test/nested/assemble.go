@@ -126,6 +126,16 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		files = append(files, File{Dest: Repo + "/tinyvmm", Src: out, Mode: 0o755},
 			File{Dest: Repo + "/bin/tinyvmm", Link: Repo + "/tinyvmm"},
 			File{Dest: "/bin/tinyvmm", Link: Repo + "/tinyvmm"})
+		// --net user's process, next to tinyvmm where it looks for it.
+		if _, err := os.Stat(filepath.Join(repo, "cmd", "tinyvmm-usernet")); err == nil {
+			out := filepath.Join(work, "tinyvmm-usernet")
+			if err := build("build", "-o", out, "./cmd/tinyvmm-usernet"); err != nil {
+				return nil, nil, err
+			}
+			files = append(files, File{Dest: Repo + "/tinyvmm-usernet", Src: out, Mode: 0o755},
+				File{Dest: Repo + "/bin/tinyvmm-usernet", Link: Repo + "/tinyvmm-usernet"},
+				File{Dest: "/bin/tinyvmm-usernet", Link: Repo + "/tinyvmm-usernet"})
+		}
 	} else if len(p.Tinyvmm) > 0 {
 		return nil, nil, fmt.Errorf("no main.go in %s: tinyvmm cannot be built", repo)
 	}

@@ -1,0 +1,225 @@
+package userproc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Program is the user-mode network's executable.
+const Program = "tinyvmm-usernet"
+
+// sockBuf is the send buffer asked for on the device's end: room for a
+// burst of full frames (capped at net.core.wmem_max without privilege).
+const sockBuf = 4 << 20
+
+// readyTimeout bounds the child's start, up to its ready line.
+const readyTimeout = 10 * time.Second
+
+// Backend is the device's end of the link to a tinyvmm-usernet process.
+// It implements virtionet.Backend and virtionet.MultiFramer.
+type Backend struct {
+	fd       int
+	forwards []string
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the child has been waited for
+	waitErr  error         // its exit, once exited is closed
+
+	closeOnce sync.Once
+	closing   chan struct{}
+}
+
+// Find is the path of tinyvmm-usernet: next to the running executable
+// (where make build puts both), else on PATH.
+func Find() (string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		p := filepath.Join(filepath.Dir(self), Program)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(Program); err == nil {
+		return p, nil
+	}
+	where := "the running executable"
+	if self != "" {
+		where = self
+	}
+	return "", fmt.Errorf("%s not found next to %s or on PATH (make build puts it in bin/)", Program, where)
+}
+
+// Start runs tinyvmm-usernet for cfg and waits until it is ready: its
+// hostfwd listeners are open (a busy port is an error here, before the
+// guest boots). logf, if not nil, is told when the child exits before
+// Close.
+func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) {
+	if len(cfg.MAC) != 6 {
+		return nil, fmt.Errorf("net user: the guest's MAC %v is not 6 bytes", cfg.MAC)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 1500
+	}
+	prog, err := Find()
+	if err != nil {
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("net user: socketpair: %v", err)
+	}
+	link := os.NewFile(uintptr(fds[1]), "usernet-link")
+	defer link.Close()                                                   // the child has its copy
+	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	defer rd.Close()
+
+	cmd := exec.Command(prog, cfg.Args()...)
+	cmd.ExtraFiles = []*os.File{link, wr} // LinkFd, ReadyFd
+	cmd.Stderr = os.Stderr                // a panic's trace, should it come
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Dies with the thread that started it (kept alive below until
+		// the child is gone); its own group keeps the terminal's ^C off.
+		Pdeathsig: syscall.SIGKILL,
+		Setpgid:   true,
+	}
+	b := &Backend{fd: fds[0], cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig follows the forking thread, not the process: this
+		// goroutine holds that thread until the child has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(b.exited)
+			return
+		}
+		started <- nil
+		b.waitErr = cmd.Wait()
+		close(b.exited)
+		select {
+		case <-b.closing:
+		default:
+			if logf != nil {
+				logf("net user: %s exited: %v", Program, b.waitErr)
+			}
+		}
+	}()
+	err = <-started
+	wr.Close()
+	if err != nil {
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	rd.SetReadDeadline(time.Now().Add(readyTimeout))
+	line, rerr := bufio.NewReader(rd).ReadString('\n')
+	if rerr != nil && line == "" && errors.Is(rerr, os.ErrDeadlineExceeded) {
+		b.Close()
+		return nil, fmt.Errorf("net user: %s was not ready after %v", Program, readyTimeout)
+	}
+	var exitErr error
+	if line == "" {
+		select { // its exit status says more than the pipe's end
+		case <-b.exited:
+			exitErr = b.waitErr
+		case <-time.After(time.Second):
+		}
+	}
+	b.forwards, err = parseReady(line)
+	if err != nil && exitErr != nil {
+		err = fmt.Errorf("%v (%v)", err, exitErr)
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	if len(b.forwards) != len(cfg.Forwards) {
+		b.Close()
+		return nil, fmt.Errorf("net user: %s reported %d forwards for %d", Program, len(b.forwards), len(cfg.Forwards))
+	}
+	return b, nil
+}
+
+// Name implements virtionet.Backend.
+func (b *Backend) Name() string { return "user" }
+
+// Fd implements virtionet.Backend.
+func (b *Backend) Fd() int { return b.fd }
+
+// Offloads implements virtionet.Backend: none, so the guest sends and
+// takes whole frames with their checksums done, which is what the gVisor
+// stack reads and writes.
+func (b *Backend) Offloads() uint { return 0 }
+
+// MultiFrame implements virtionet.MultiFramer: the device moves batches
+// of frames with sendmmsg and recvmmsg.
+func (b *Backend) MultiFrame() bool { return true }
+
+// SetVnetHdrSize implements virtionet.Backend: it tells the child, in
+// line with the frames, how long the header in front of them is.
+func (b *Backend) SetVnetHdrSize(n int) error {
+	if n < 0 || n > 12 {
+		return fmt.Errorf("net user: vnet header of %d bytes", n)
+	}
+	msg := []byte{HdrSizeMsg, byte(n)}
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Send(b.fd, msg, unix.MSG_DONTWAIT)
+		if err == nil {
+			return nil
+		}
+		if err != unix.EAGAIN || time.Now().After(deadline) {
+			return fmt.Errorf("net user: telling %s the header size: %v", Program, err)
+		}
+		time.Sleep(time.Millisecond) // the child is behind on a burst
+	}
+}
+
+// SetOffload implements virtionet.Backend: only none is offered.
+func (b *Backend) SetOffload(flags uint) error {
+	if flags != 0 {
+		return fmt.Errorf("net user: offloads %#x were never offered", flags)
+	}
+	return nil
+}
+
+// Forwards returns the host address each hostfwd listens on, in order.
+func (b *Backend) Forwards() []string { return b.forwards }
+
+// Pid is the child's process id.
+func (b *Backend) Pid() int { return b.cmd.Process.Pid }
+
+// Close ends the child (SIGKILL: it holds no state worth saving) and waits
+// for it, then closes the device's end.
+func (b *Backend) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		close(b.closing)
+		select {
+		case <-b.exited:
+		default:
+			b.cmd.Process.Kill()
+			<-b.exited
+		}
+		err = unix.Close(b.fd)
+	})
+	return err
+}

@@ -1,0 +1,135 @@
+// Package userproc is the VMM's side of --net user: the user-mode network
+// runs in a process of its own, tinyvmm-usernet (cmd/tinyvmm-usernet, on
+// package usernet and gvisor-tap-vsock), as passt and slirp4netns run
+// beside QEMU. This package starts it, hands it one end of a
+// SOCK_SEQPACKET socketpair and keeps the other as the device's backend.
+//
+// Why a process: gvisor-tap-vsock's dependencies run package inits (tens
+// of milliseconds, ~10 MB of binary) that every tinyvmm would pay, and a
+// hostile frame that panics its switch then takes down only that process.
+// This package imports none of it; both sides share the layout, the
+// command line and the link's one control message defined here.
+package userproc
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// The guest's network, laid out as QEMU's user networking lays it out, so
+// what people know from -nic user holds: the gateway is also the host's
+// loopback and the DNS server.
+const (
+	Subnet = "10.0.2.0/24"
+	// GatewayIP answers DHCP and DNS; other TCP and UDP to it reaches the
+	// host's 127.0.0.1 on the same port.
+	GatewayIP = "10.0.2.2"
+	// GuestIP is the address DHCP gives the guest's MAC.
+	GuestIP = "10.0.2.15"
+	// HostName is what the gateway's DNS server answers with GatewayIP
+	// itself; other names go to the host's resolvers.
+	HostName = "host." + DNSZone
+	DNSZone  = "tinyvmm.internal"
+)
+
+// Config is one user-mode network.
+type Config struct {
+	// MAC is the guest's MAC: DHCP hands GuestIP to it.
+	MAC net.HardwareAddr
+	// MTU of the link (the device's); DHCP tells the guest. 0 is 1500.
+	MTU int
+	// Forwards are TCP listeners on the host whose connections go to a
+	// port of the guest (hostfwd=).
+	Forwards []Forward
+}
+
+// Forward is one hostfwd=tcp:HOSTADDR:HPORT-:GPORT.
+type Forward struct {
+	// Host is the address to listen on, "127.0.0.1:8080"; port 0 picks a
+	// free one (the ready line tells which).
+	Host      string
+	GuestPort uint16
+}
+
+// The child's inherited descriptors (exec.Cmd.ExtraFiles 0 and 1).
+const (
+	// LinkFd is the switch's end of the socketpair.
+	LinkFd = 3
+	// ReadyFd is a pipe: one line, "ready ADDR..." (each hostfwd's
+	// listening address, in order) or "error MESSAGE", then closed.
+	ReadyFd = 4
+)
+
+// HdrSizeMsg opens the link's only control message, 2 bytes from the
+// device's end: HdrSizeMsg, then the vnet header size that the frames
+// after it carry. Every frame from the device is longer (its header alone
+// is 10 or 12 bytes), so the two cannot be confused; the socket keeps
+// their order.
+const HdrSizeMsg = 0xf0
+
+// Args is the child's command line for c (after the program name).
+func (c Config) Args() []string {
+	args := []string{"-mac", c.MAC.String(), "-mtu", strconv.Itoa(c.MTU)}
+	for _, f := range c.Forwards {
+		args = append(args, "-fwd", f.Host+"="+strconv.Itoa(int(f.GuestPort)))
+	}
+	return args
+}
+
+// ParseArgs reads what Args wrote.
+func ParseArgs(args []string) (Config, error) {
+	var c Config
+	var mac string
+	fs := flag.NewFlagSet("tinyvmm-usernet", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&mac, "mac", "", "the guest's `MAC`")
+	fs.IntVar(&c.MTU, "mtu", 1500, "the link's `MTU`")
+	fs.Func("fwd", "a hostfwd, `HOSTADDR:PORT=GUESTPORT` (repeatable)", func(s string) error {
+		host, gport, ok := strings.Cut(s, "=")
+		p, err := strconv.ParseUint(gport, 10, 16)
+		if !ok || err != nil || p == 0 {
+			return fmt.Errorf("want HOSTADDR:PORT=GUESTPORT")
+		}
+		c.Forwards = append(c.Forwards, Forward{Host: host, GuestPort: uint16(p)})
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() != 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.MAC, err = net.ParseMAC(mac); err != nil || len(c.MAC) != 6 {
+		return c, fmt.Errorf("-mac %q is not a MAC", mac)
+	}
+	return c, nil
+}
+
+// ReadyLine is the line the child writes once its listeners are open.
+func ReadyLine(addrs []string) string {
+	return strings.Join(append([]string{"ready"}, addrs...), " ") + "\n"
+}
+
+// ErrorLine is the line the child writes when it cannot start.
+func ErrorLine(err error) string {
+	return "error " + strings.ReplaceAll(err.Error(), "\n", " ") + "\n"
+}
+
+// parseReady reads the child's line: the forwards' addresses, or its error.
+func parseReady(line string) ([]string, error) {
+	line = strings.TrimSuffix(line, "\n")
+	if msg, ok := strings.CutPrefix(line, "error "); ok {
+		return nil, errors.New(msg)
+	}
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != "ready" {
+		return nil, fmt.Errorf("%s exited before it was ready", Program)
+	}
+	return f[1:], nil
+}

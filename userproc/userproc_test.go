@@ -1,0 +1,161 @@
+package userproc
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// withChild builds tinyvmm-usernet once and puts it on PATH (the test
+// binary has no tinyvmm-usernet next to it).
+func withChild(t *testing.T) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "userproc-test-")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, Program), "tinyvmm/cmd/tinyvmm-usernet").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Skipf("cannot build %s: %v", Program, buildErr)
+	}
+	t.Setenv("PATH", buildDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// The child opens the hostfwd listeners before Start returns (port 0 is
+// told back), takes the header size message, and Close leaves neither the
+// process nor its listener behind.
+func TestStartForwardsAndClose(t *testing.T) {
+	withChild(t)
+	b, err := Start(Config{MAC: testMAC, Forwards: []Forward{{Host: "127.0.0.1:0", GuestPort: 80}}}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := b.Forwards()
+	if len(fw) != 1 || strings.HasSuffix(fw[0], ":0") {
+		t.Fatalf("forwards %v", fw)
+	}
+	c, err := net.DialTimeout("tcp4", fw[0], 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial the hostfwd: %v", err)
+	}
+	c.Close()
+	if err := b.SetVnetHdrSize(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetVnetHdrSize(13); err == nil {
+		t.Error("a 13-byte header was taken")
+	}
+	pid := b.Pid()
+	if !alive(pid) {
+		t.Fatal("child not running")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("child %d still there after Close", pid)
+	}
+	if c, err := net.DialTimeout("tcp4", fw[0], time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still listening after Close", fw[0])
+	}
+}
+
+// A busy hostfwd port is one error line from Start, and no child is left.
+func TestStartBusyPort(t *testing.T) {
+	withChild(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = Start(Config{MAC: testMAC, Forwards: []Forward{{Host: ln.Addr().String(), GuestPort: 80}}}, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error %v, want one line saying the address is in use", err)
+	}
+}
+
+// The child exits by itself when the device's end closes, as when the
+// VMM dies without Close.
+func TestChildExitsWhenLinkCloses(t *testing.T) {
+	withChild(t)
+	var mu sync.Mutex
+	var logged []string
+	b, err := Start(Config{MAC: testMAC}, func(f string, a ...any) {
+		mu.Lock()
+		logged = append(logged, f)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(b.fd)
+	select {
+	case <-b.exited:
+	case <-time.After(5 * time.Second):
+		b.cmd.Process.Kill()
+		t.Fatal("child still running 5 s after its link closed")
+	}
+	if b.waitErr != nil {
+		t.Errorf("child exited with %v", b.waitErr)
+	}
+	mu.Lock()
+	if len(logged) != 1 {
+		t.Errorf("an early exit was logged %d times", len(logged))
+	}
+	mu.Unlock()
+}
+
+func TestNotFound(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := Start(Config{MAC: testMAC}, nil)
+	if err == nil || !strings.Contains(err.Error(), Program+" not found next to") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestArgsRoundTrip(t *testing.T) {
+	c := Config{MAC: testMAC, MTU: 9000, Forwards: []Forward{{"127.0.0.1:8080", 80}, {"0.0.0.0:2222", 22}}}
+	got, err := ParseArgs(c.Args())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MAC.String() != c.MAC.String() || got.MTU != 9000 || len(got.Forwards) != 2 || got.Forwards[1] != c.Forwards[1] {
+		t.Errorf("%+v, want %+v", got, c)
+	}
+	for _, bad := range [][]string{{"-mac", "x"}, {"-mac", testMAC.String(), "-fwd", "1.2.3.4:5"}, {"-mac", testMAC.String(), "extra"}} {
+		if _, err := ParseArgs(bad); err == nil {
+			t.Errorf("%q taken", bad)
+		}
+	}
+}
