@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -149,7 +150,8 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 	}
 	if err != nil {
 		b.Close()
-		return nil, fmt.Errorf("net user: %v", err)
+		// usernet's errors say "net user:" already.
+		return nil, fmt.Errorf("net user: %s", strings.TrimPrefix(err.Error(), "net user: "))
 	}
 	if len(b.forwards) != len(cfg.Forwards) {
 		b.Close()
