@@ -35,6 +35,7 @@ type Backend struct {
 	exited   chan struct{} // closed when the child has been waited for
 	waitErr  error         // its exit, once exited is closed
 
+	ready     chan struct{} // closed when Start succeeded
 	closeOnce sync.Once
 	closing   chan struct{}
 }
@@ -79,8 +80,9 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		return nil, fmt.Errorf("net user: socketpair: %v", err)
 	}
 	link := os.NewFile(uintptr(fds[1]), "usernet-link")
-	defer link.Close()                                                   // the child has its copy
-	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	defer link.Close() // the child has its copy
+	// Best effort: without privilege it is capped.
+	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf)
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("net user: %v", err)
@@ -101,7 +103,7 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		Pdeathsig: syscall.SIGKILL,
 		Setpgid:   true,
 	}
-	b := &Backend{fd: fds[0], cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{})}
+	b := &Backend{fd: fds[0], cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{}), ready: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig follows the forking thread, not the process: this
@@ -115,13 +117,14 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		}
 		started <- nil
 		b.waitErr = cmd.Wait()
-		close(b.exited)
+		defer close(b.exited)
 		select {
 		case <-b.closing:
-		default:
+		case <-b.ready: // an exit while the guest runs is news
 			if logf != nil {
 				logf("net user: %s exited: %v", Program, b.waitErr)
 			}
+		default: // Start reports it
 		}
 	}()
 	err = <-started
@@ -157,6 +160,7 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		b.Close()
 		return nil, fmt.Errorf("net user: %s reported %d forwards for %d", Program, len(b.forwards), len(cfg.Forwards))
 	}
+	close(b.ready)
 	return b, nil
 }
 

@@ -91,7 +91,8 @@ func TestStartForwardsAndClose(t *testing.T) {
 	}
 }
 
-// A busy hostfwd port is one error line from Start, and no child is left.
+// A busy hostfwd port is one error line from Start (nothing else said),
+// and no child is left (Start waited for it).
 func TestStartBusyPort(t *testing.T) {
 	withChild(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -99,7 +100,8 @@ func TestStartBusyPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, err = Start(Config{MAC: testMAC, Forwards: []Forward{{Host: ln.Addr().String(), GuestPort: 80}}}, t.Logf)
+	logf := func(f string, a ...any) { t.Errorf("a failed start logged: "+f, a...) }
+	_, err = Start(Config{MAC: testMAC, Forwards: []Forward{{Host: ln.Addr().String(), GuestPort: 80}}}, logf)
 	if err == nil || !strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("error %v, want one line saying the address is in use", err)
 	}
