@@ -176,6 +176,23 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 	if got := float64(b.tx-a.tx) / floodFrame / secs; got < 15 || got > 25 {
 		t.Errorf("tx moved %.1f frames/s, want 20", got)
 	}
+
+	// Throttled after a burst: the first runs move whole bursts, so the
+	// worker busy-polls (PollUs) when the buckets run dry; it must still
+	// go to sleep until the throttle timer.
+	f3, g3, sp3 := newFlood(t,
+		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 200}},
+		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 200}})
+	start = time.Now()
+	s0, s1 = f3.sampleAt(start, 500*time.Millisecond), f3.sampleAt(start, 2500*time.Millisecond)
+	f3.run(g3, sp3, 2600*time.Millisecond)
+	a, b = <-s0, <-s1
+	secs = b.at.Sub(a.at).Seconds()
+	cpuFrac = float64(b.cpu-a.cpu) / 1e9 / secs
+	t.Logf("throttled after a 200-frame burst: worker CPU %.3f ms/s", cpuFrac*1e3)
+	if cpuFrac > 0.01 {
+		t.Errorf("throttled after a burst, the worker used %.2f %% of a CPU; want ~0 (it must sleep, not poll)", cpuFrac*100)
+	}
 }
 
 // BenchmarkCapture: the cost of pcap=FILE to the worker, both directions

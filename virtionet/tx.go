@@ -44,6 +44,7 @@ func (w *worker) handleTx() (requeue bool) {
 		}
 		if limit, byteRoom = w.rateRoom(txQueue, limit, byteRoom); limit == 0 {
 			publish() // throttled: kicks stay off until the timer
+			w.txPolling = false // the timer brings tx back, not the poll
 			return false
 		}
 		k, b, empty, err := w.txGroup(limit, byteRoom)

@@ -204,7 +204,7 @@ func (w *worker) run() {
 			if w.txPolling {
 				w.enqueue(txQueue)
 			}
-		case w.txPolling:
+		case w.txPolling && !w.throttled[txQueue]:
 			w.enqueue(txQueue) // polling is over: a last look turns kicks back on
 			timeout = 0
 		case w.d.capture != nil:
