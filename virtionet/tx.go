@@ -43,7 +43,7 @@ func (w *worker) handleTx() (requeue bool) {
 			byteRoom = wb - bytes
 		}
 		if limit, byteRoom = w.rateRoom(txQueue, limit, byteRoom); limit == 0 {
-			publish() // throttled: kicks stay off until the timer
+			publish()           // throttled: kicks stay off until the timer
 			w.txPolling = false // the timer brings tx back, not the poll
 			return false
 		}
