@@ -115,8 +115,9 @@ type Tuning struct {
 // in the nested L1 (README, Performance) together they cut tx kicks per
 // frame 2-3x against it and raised tx pps by a fifth, but the make
 // test-nested runs with them on froze L1 more often (3 of 6 runs, 5
-// freezes, against none in the runs before), and that is not understood
-// yet; DefaultPollUs is the window the sweeps chose.
+// freezes, against none in the runs before; the first run with them off
+// froze once too), and that is not understood yet; DefaultPollUs is the
+// window the sweeps chose.
 func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
