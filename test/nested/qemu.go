@@ -148,14 +148,6 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	if !strings.Contains(cmdline, "tsc_early_khz=") {
 		cmdline += " " + tscParam()
 	}
-	// L1's KVM keeps GIF itself (kvm_amd.vgif=0) instead of using the
-	// virtual GIF that QEMU 7.2's TCG offers: every freeze dumped so far
-	// was L1 with IF=1 and its APIC timer vector deliverable in IRR (PPR
-	// below it) but never taken, halted or not (idle=poll froze the same
-	// way), which is what a global interrupt flag left clear looks like.
-	if !strings.Contains(cmdline, "kvm_amd.vgif=") {
-		cmdline += " kvm_amd.vgif=0"
-	}
 	// No network device at all: L1 builds its own taps and namespaces.
 	args := []string{
 		"-accel", "tcg", "-cpu", cpu, "-smp", smpArg(cpus), "-m", strconv.Itoa(mem),
