@@ -44,7 +44,7 @@ test: build guest fmt-check mod-check vet test-unit fuzz test-nested
 # tinyvmm on real KVM inside a QEMU TCG guest with nested SVM (for hosts without /dev/kvm):
 # the kvm/, vmm/, bench/e2e, bench/boot and bench/share tests, and a Linux L2 guest booted by tinyvmm. About 2-5 minutes.
 test-nested: build guest
-	TINYVMM_NESTED=1 $(GO) test -count=1 -v -timeout 45m ./test/nested
+	TINYVMM_NESTED=1 $(GO) test -count=1 -v -timeout 60m ./test/nested
 
 test-unit:
 	$(GO) test -count=1 ./...

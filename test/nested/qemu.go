@@ -39,7 +39,7 @@ type Machine struct {
 	// retry; 4 when zero.
 	Attempts int
 	// Stall ends a boot whose console has been silent this long, and the
-	// plan runs again in a new boot (up to twice); DefaultStall when zero. L1
+	// plan runs again in a new boot (up to maxStalls times); DefaultStall when zero. L1
 	// under TCG has been seen to freeze for good (halted with its own
 	// timer interrupt pending, so nothing inside L1 times out either).
 	Stall time.Duration
@@ -50,7 +50,7 @@ type Machine struct {
 const DefaultStall = 5 * time.Minute
 
 // maxStalls is how many frozen boots a run survives.
-const maxStalls = 2
+const maxStalls = 3
 
 // DefaultCPU is an AMD CPU model that QEMU's TCG implements with SVM and
 // nested paging: what kvm_amd in L1 needs.
