@@ -156,12 +156,8 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 	f2, g2, sp2 := newFlood(t,
 		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 1}},
 		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 1}})
-	start = time.Now()
-	s0, s1 = f2.sampleAt(start, 200*time.Millisecond), f2.sampleAt(start, 2200*time.Millisecond)
-	f2.run(g2, sp2, 2300*time.Millisecond)
-	a, b = <-s0, <-s1
+	a, b, cpuFrac := f2.cpuWhileFlooded(g2, sp2, 200*time.Millisecond, 2200*time.Millisecond)
 	secs = b.at.Sub(a.at).Seconds()
-	cpuFrac := float64(b.cpu-a.cpu) / 1e9 / secs
 	st = f2.dev.Stats()
 	t.Logf("throttled to 20 frames/s each way: %.0f and %.0f frames/s moved, worker CPU %.3f ms/s (%.3f %% of a CPU), %d+%d throttle events",
 		float64(b.tx-a.tx)/floodFrame/secs, float64(b.rx-a.rx)/floodFrame/secs, cpuFrac*1e3, cpuFrac*100,
@@ -177,22 +173,29 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 		t.Errorf("tx moved %.1f frames/s, want 20", got)
 	}
 
-	// Throttled after a burst: the first runs move whole bursts, so the
-	// worker busy-polls (PollUs) when the buckets run dry; it must still
-	// go to sleep until the throttle timer.
-	f3, g3, sp3 := newFlood(t,
-		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 200}},
-		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 200}})
-	start = time.Now()
-	s0, s1 = f3.sampleAt(start, 500*time.Millisecond), f3.sampleAt(start, 2500*time.Millisecond)
-	f3.run(g3, sp3, 2600*time.Millisecond)
-	a, b = <-s0, <-s1
-	secs = b.at.Sub(a.at).Seconds()
-	cpuFrac = float64(b.cpu-a.cpu) / 1e9 / secs
+	// Throttled after a burst, busy polling on: the first runs move whole
+	// bursts, so the worker busy-polls when the buckets run dry; it must
+	// still go to sleep until the throttle timer.
+	tun := virtionet.DefaultTuning()
+	tun.PollUs = 100_000 // long, so that the buckets run dry while it polls
+	burst := virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 200}}
+	f3, g3, sp3 := newFloodConfig(t, virtionet.Config{Ifname: "rate0", Tuning: tun, TxLimit: burst, RxLimit: burst})
+	_, _, cpuFrac = f3.cpuWhileFlooded(g3, sp3, 500*time.Millisecond, 2500*time.Millisecond)
 	t.Logf("throttled after a 200-frame burst: worker CPU %.3f ms/s", cpuFrac*1e3)
 	if cpuFrac > 0.01 {
 		t.Errorf("throttled after a burst, the worker used %.2f %% of a CPU; want ~0 (it must sleep, not poll)", cpuFrac*100)
 	}
+}
+
+// cpuWhileFlooded floods both ways until a little after to and returns the
+// samples at from and to and the worker's CPU between them, as a
+// fraction of one CPU.
+func (f *flood) cpuWhileFlooded(g *guestdrv.Guest, sp *virtionet.SocketPair, from, to time.Duration) (a, b sample, frac float64) {
+	start := time.Now()
+	s0, s1 := f.sampleAt(start, from), f.sampleAt(start, to)
+	f.run(g, sp, to+100*time.Millisecond)
+	a, b = <-s0, <-s1
+	return a, b, float64(b.cpu-a.cpu) / 1e9 / b.at.Sub(a.at).Seconds()
 }
 
 // BenchmarkCapture: the cost of pcap=FILE to the worker, both directions
