@@ -43,7 +43,17 @@ type Machine struct {
 	// under TCG has been seen to freeze for good (halted with its own
 	// timer interrupt pending, so nothing inside L1 times out either).
 	Stall time.Duration
+	// Nudge is how long a silent console waits for a newline on L1's
+	// serial port, again after each Nudge of silence; DefaultNudge when
+	// zero.
+	Nudge time.Duration
 }
+
+// DefaultNudge: the freezes seen (README.md) left L1 halted with its own
+// timer interrupt pending in the local APIC, never delivered. A byte on the
+// serial port is a new interrupt, which makes QEMU look at the APIC again.
+// A live L1 only echoes it (an empty console line).
+const DefaultNudge = 45 * time.Second
 
 // DefaultStall is far above the longest silence of a healthy run (a step
 // prints at least a line a minute or two) and far below the run's timeout.
@@ -104,6 +114,9 @@ func Boot(ctx context.Context, m Machine) (Result, error) {
 	}
 	if m.Stall <= 0 {
 		m.Stall = DefaultStall
+	}
+	if m.Nudge <= 0 {
+		m.Nudge = DefaultNudge
 	}
 	start := time.Now()
 	stalls := 0
@@ -171,18 +184,29 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		return Result{}, err
 	}
 	cmd.Stderr = cmd.Stdout
+	serialIn, err := cmd.StdinPipe() // -serial stdio: L1's ttyS0 input
+	if err != nil {
+		return Result{}, err
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return Result{}, fmt.Errorf("start %s: %v (install qemu-system-x86)", QEMUBinary, err)
 	}
+	var lastLine atomic.Int64 // when the console last printed a line (unix ns)
+	lastLine.Store(start.UnixNano())
 	var stalled atomic.Bool
-	watchdog := time.AfterFunc(m.Stall, func() {
-		stalled.Store(true)
-		fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, monitorDump(monitor, freezeQueries))
-		cmd.Process.Kill()
-	})
-	res, tail, ending := scanConsole(pipe, out, start, func() { watchdog.Reset(m.Stall) })
-	watchdog.Stop()
+	scanned := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchConsole(m, out, &lastLine, serialIn, monitor, scanned, func() {
+			stalled.Store(true)
+			cmd.Process.Kill()
+		})
+	}()
+	res, tail, ending := scanConsole(pipe, out, start, func() { lastLine.Store(time.Now().UnixNano()) })
+	close(scanned)
+	<-watched
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
@@ -197,6 +221,58 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		return res, fmt.Errorf("L1 ended without a result (%v); last console lines:\n%s", waitErr, tail)
 	}
 	return res, nil
+}
+
+// watchConsole nudges a console silent for m.Nudge with a newline on L1's
+// serial port (again after every m.Nudge of silence) and, silent for
+// m.Stall, prints L1's state from the monitor and calls kill. It returns
+// when scanned is closed.
+func watchConsole(m Machine, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) {
+	tick := time.NewTicker(min(time.Second, m.Nudge/4, m.Stall/4))
+	defer tick.Stop()
+	var nudged time.Time // the last nudge in this silence
+	for {
+		select {
+		case <-scanned:
+			return
+		case now := <-tick.C:
+			last := time.Unix(0, lastLine.Load())
+			silent := now.Sub(last)
+			switch {
+			case silent >= m.Stall:
+				fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, monitorDump(monitor, freezeQueries))
+				kill()
+				<-scanned
+				return
+			case silent >= m.Nudge && now.Sub(nudged) >= m.Nudge:
+				nudged = now
+				fmt.Fprintf(out, "nested: L1 silent for %v (%s); a newline to its serial port\n",
+					silent.Round(time.Second), freezeSummary(monitorDump(monitor, freezeQueries)))
+				io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
+			}
+		}
+	}
+}
+
+// freezeSummary is one line from a monitor dump: each CPU's HLT flag and
+// the vectors pending in its local APIC.
+func freezeSummary(dump string) string {
+	var parts []string
+	for _, line := range strings.Split(dump, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && strings.HasPrefix(f[0], "CPU#"):
+			parts = append(parts, f[0])
+		case strings.Contains(line, " HLT="):
+			parts = append(parts, line[strings.Index(line, "HLT="):][:5])
+		case len(f) > 0 && f[0] == "IRR":
+			parts = append(parts, "IRR "+strings.Join(f[1:], " "))
+		}
+	}
+	if len(parts) == 0 {
+		return "no monitor answer"
+	}
+	return strings.Join(parts, " ")
 }
 
 // freezeQueries are the monitor commands whose answers describe a frozen

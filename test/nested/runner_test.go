@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"tinyvmm/internal/syncbuf"
 
 	"github.com/u-root/u-root/pkg/cpio"
 )
@@ -205,5 +206,35 @@ func TestMonitorDumpAsksQEMU(t *testing.T) {
 	}
 	if strings.Contains(got, "\x1b") {
 		t.Errorf("dump has escape sequences: %q", got)
+	}
+}
+
+// A console silent for Nudge gets a newline on L1's serial port (QEMU's
+// stdin): a frozen L1 that the interrupt wakes goes on in the same boot.
+func TestSilentL1IsNudged(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "qemu")
+	// Frozen until a line comes in on the serial port.
+	body := "#!/bin/sh\necho l1init: kernel reached init\nread line\necho NESTED-EXIT 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := qemuBinary
+	qemuBinary = script
+	t.Cleanup(func() { qemuBinary = old })
+	var out syncbuf.Buffer
+	m := Machine{Kernel: "k", Initramfs: "i", Nudge: 200 * time.Millisecond, Stall: 20 * time.Second, Output: &out}
+	res, err := Boot(context.Background(), m)
+	if err != nil || res.Status != 0 || res.Boots != 1 {
+		t.Fatalf("Boot = %+v, %v; want status 0 in one boot\n%s", res, err, out.String())
+	}
+	if !strings.Contains(out.String(), "(no monitor answer); a newline to its serial port") {
+		t.Errorf("output does not say it nudged L1:\n%s", out.String())
+	}
+}
+
+func TestFreezeSummary(t *testing.T) {
+	dump := "CPU#0\nRIP=ffffffff812b70c3 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\nIRR\t 236 \nISR\t (none)\n"
+	if got, want := freezeSummary(dump), "CPU#0 HLT=1 IRR 236"; got != want {
+		t.Errorf("freezeSummary = %q, want %q", got, want)
 	}
 }
