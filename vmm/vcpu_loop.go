@@ -37,8 +37,11 @@ func (m *machine) runVCPU(cpu *kvm.VCPU) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	m.boot.noteRun()
-	for {
+	for first := true; ; first = false {
 		reason, err := cpu.Run()
+		if first && m.cfg.Stats != "" {
+			m.boot.sampleSetup(m.ram)
+		}
 		if errors.Is(err, kvm.ErrInterrupted) {
 			return nil
 		}

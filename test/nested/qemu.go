@@ -49,11 +49,12 @@ type Machine struct {
 	Nudge time.Duration
 }
 
-// DefaultNudge: the freezes seen (README.md) left L1 halted with its own
-// timer interrupt pending in the local APIC, never delivered. A byte on the
-// serial port is a new interrupt, which makes QEMU look at the APIC again.
-// A live L1 only echoes it (an empty console line).
-const DefaultNudge = 45 * time.Second
+// DefaultNudge: the freezes seen (README.md) left L1 with its own timer
+// interrupt pending in the local APIC, never delivered. A byte on the serial
+// port is a new interrupt, which makes QEMU look at the APIC again: the
+// first nudge tried (after 45 s) woke a frozen L1, which went on with the
+// same test. A live L1 only echoes it (an empty console line).
+const DefaultNudge = 10 * time.Second
 
 // DefaultStall is far above the longest silence of a healthy run (a step
 // prints at least a line a minute or two) and far below the run's timeout.
