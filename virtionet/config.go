@@ -19,7 +19,7 @@ const (
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
-	DefaultPollUs          = 200 // the --poll-us the L1 sweeps chose; off by default, see DefaultTuning
+	DefaultPollUs          = 200 // busy polling after a burst; see DefaultTuning
 	DefaultMTU             = 1500
 	DefaultQueueSize       = 256
 
@@ -110,19 +110,22 @@ type Tuning struct {
 	WorkerBatch bool
 }
 
-// DefaultTuning is Linux vhost-net's behaviour. Busy polling and
-// SCHED_BATCH in bursts (PollUs, WorkerBatch) are off: in two 9-run sweeps
-// in the nested L1 (README, Performance) together they cut tx kicks per
-// frame 2-3x against it and raised tx pps by a fifth, but the make
-// test-nested runs with them on froze L1 more often (3 of 6 runs, 5
-// freezes, against none in the runs before; the first run with them off
-// froze once too), and that is not understood yet; DefaultPollUs is the
-// window the sweeps chose.
+// DefaultTuning is Linux vhost-net's weights and batch, with busy polling
+// (vhost's busyloop, off there) and SCHED_BATCH in bursts on: in two 9-run
+// sweeps in the nested L1 (README, Performance) the pair cut tx kicks per
+// frame 2-3x against plain vhost rules and raised tx pps by a fifth, idle
+// ping the same; the average ping under a tx flood rose (12-13 to 16-18 ms
+// there, p99 still under QEMU's). Busy polling starts only after a burst
+// and ends PollUs after the last frame, so a quiet NIC costs no CPU. (They
+// were off for a while because make test-nested froze L1 more often with
+// them; the freezes turned out to be QEMU's lost timer interrupt, which
+// the nested runner's nudge now wakes, test/nested/README.md.)
 func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
 		RxWeightPkts: DefaultWeightPkts, RxWeightBytes: DefaultWeightBytes,
 		RxBatch: DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
+		PollUs: DefaultPollUs, WorkerBatch: true,
 	}
 }
 
