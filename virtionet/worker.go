@@ -325,13 +325,14 @@ func (w *worker) publish(qi int) {
 
 // signal interrupts the guest for queue qi.
 func (w *worker) signal(qi int) {
-	w.p.counters[qi].interrupts.Add(1) // first: a driver woken by the interrupt may read the count
+	// Count and trace first: a driver woken by the interrupt may read both.
+	w.p.counters[qi].interrupts.Add(1)
+	if w.trace != nil {
+		w.trace.event(queueName(qi), "irq")
+	}
 	w.irq[qi].Trigger()
 	if qi == rxQueue {
 		w.lastRxIrq = time.Now()
-	}
-	if w.trace != nil {
-		w.trace.event(queueName(qi), "irq")
 	}
 }
 

@@ -128,7 +128,8 @@ func run(out io.Writer) error {
 	if _, err := rx.AddRxBuffers(queueSize, 2048); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "driver: %d rx buffers of 2048 bytes posted; kick rx: %v\n", queueSize, rx.Kick())
+	kicked := rx.Kick() // false when the device, still at work, asked for no kick (EVENT_IDX)
+	fmt.Fprintf(out, "driver: %d rx buffers of 2048 bytes posted; kick rx: %v\n", queueSize, kicked)
 	reply, ok := ethframe.AppendReply(make([]byte, vnetHdrLen), got[vnetHdrLen:], hostMAC, hostIP)
 	if !ok {
 		return fmt.Errorf("the host has no answer to the guest's frame")
