@@ -81,7 +81,9 @@ func TestLinuxGuestRunsCommand(t *testing.T) {
 	start := time.Now()
 	status, err := Run(ctx, Config{
 		Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 2,
-		Command: []string{"sh", "-c", "echo hello; exit 7"},
+		// seq's 8.9 KB outrun the UART: its last ~4 KB are still in the
+		// guest's tty buffer when sh exits, and must not be lost.
+		Command: []string{"sh", "-c", "echo hello; seq 1 2000; exit 7"},
 		Console: &console, Log: &log, Stats: "-",
 	})
 	out := console.String()
@@ -90,6 +92,9 @@ func TestLinuxGuestRunsCommand(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^hello\r?$`).MatchString(out) {
 		t.Errorf("no hello line on the console:\n%s", tail(out, 40))
+	}
+	if !regexp.MustCompile(`(?m)^1999\r?\n2000\r?$`).MatchString(out) {
+		t.Errorf("the command's last output lines are missing (not drained before the exit):\n%s", tail(out, 5))
 	}
 	if strings.Contains(out, "Linux version") {
 		t.Errorf("with a command, stdout should carry its output, not the boot log:\n%s", tail(out, 40))

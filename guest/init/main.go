@@ -61,6 +61,11 @@ func main() {
 // finish reports status to the exit device, then powers off. PID 1 must not
 // return, so if power-off fails it waits forever.
 func finish(status int) {
+	// The command's last lines may still sit in the console's tty buffer,
+	// which the UART sends by interrupts; the exit device ends the VM at
+	// once, so wait for them first (tcdrain; a lost "3 packets received"
+	// failed a test).
+	unix.IoctlSetInt(1, unix.TCSBRK, 1)
 	if err := reportExit(status); err != nil {
 		warn(err)
 	}
