@@ -92,6 +92,9 @@ type GuestRun struct {
 	// IOURings is how many io_urings the VMM held once its guest was
 	// running (-1: unknown).
 	IOURings int
+	// HostIRQs are the host's interrupts in the same window on the CPU
+	// its vCPU ran on (hostirqs.go), nil when unknown.
+	HostIRQs map[string]uint64
 }
 
 // Uint reads a number from the result line (0 when absent).
@@ -111,8 +114,9 @@ type guestProc struct {
 	errb  syncbuf.Buffer
 	// stats and before are touched only by the goroutine that scans the
 	// output.
-	stats  *vmStats
-	before kvmCounts
+	stats     *vmStats
+	before    kvmCounts
+	irqBefore hostIRQs
 }
 
 const keepLines = 40
@@ -200,6 +204,7 @@ func (g *guestProc) statsBefore() {
 		return
 	}
 	g.before = c
+	g.irqBefore, _ = readHostIRQs("/proc/interrupts") // only a detail: nil skips it
 }
 
 // statsAfter snapshots the counters as the result line starts and keeps
@@ -212,13 +217,19 @@ func (g *guestProc) statsAfter() {
 	if err == nil {
 		c, err = c.sub(g.before)
 	}
+	var irqs map[string]uint64
+	if now, ierr := readHostIRQs("/proc/interrupts"); ierr == nil && g.irqBefore != nil {
+		if cpu, cerr := vcpuCPU("/proc", g.cmd.Process.Pid); cerr == nil && cpu >= 0 {
+			irqs = now.onCPU(g.irqBefore, cpu)
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err != nil {
 		g.run.KVMErr = err.Error()
 		return
 	}
-	g.run.KVM = c
+	g.run.KVM, g.run.HostIRQs = c, irqs
 }
 
 // markReader passes r through and calls at, once, as soon as marker has

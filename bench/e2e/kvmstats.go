@@ -25,7 +25,10 @@ const debugfsKVM = "/sys/kernel/debug/kvm"
 // in exits only); halt_exits HLTs; irq_exits exits for the host's own
 // interrupts (timer ticks included); irq_injections the interrupts KVM
 // injected into the guest (MSI from an irqfd, timer, ...).
-var kvmCounters = []string{"exits", "io_exits", "mmio_exits", "halt_exits", "irq_exits", "irq_injections"}
+// signal_exits are a signal for the VMM's vCPU thread (a Go profiler's
+// SIGPROF, a preemption), irq_window_exits the guest opening a window
+// for an interrupt KVM holds.
+var kvmCounters = []string{"exits", "io_exits", "mmio_exits", "halt_exits", "irq_exits", "irq_injections", "signal_exits", "irq_window_exits"}
 
 // kvmCounts are named counter values, summed over a VM's vCPUs.
 type kvmCounts map[string]uint64

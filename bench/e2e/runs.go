@@ -172,6 +172,9 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 		return
 	}
 	maps.Copy(s.Detail, exitDetail(run.KVM, frames, kicks))
+	for k, v := range run.HostIRQs {
+		s.Detail["host_irq_"+k] = float64(v)
+	}
 }
 
 func rxSample(pps, good, bad, lost float64, sent uint64) Sample {
