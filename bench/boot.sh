@@ -2,7 +2,8 @@
 # bench/boot.sh: `tinyvmm bench boot` inside the nested L1 (test/nested), for
 # a host without a /dev/kvm that runs Linux user space. tinyvmm, QEMU -M
 # microvm and QEMU q35 (the host's binary, put into L1 by -with-qemu) boot the
-# default guest on L1's real /dev/kvm, interleaved; boot.json comes out
+# default guest on L1's real /dev/kvm, interleaved, with L1's kvmprobe as the
+# floor (--floor: a Go program's spawn to its first KVM_RUN); boot.json comes out
 # through the console and the table and boot.png are made again here.
 #
 #   bench/boot.sh [bench boot flags]     # default: --runs 9
@@ -20,7 +21,7 @@ status=0
 go build -o bin/tinyvmm .
 go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" -probe-exits 1000 \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/boot.json' -run 'busybox echo NESTED-JSON-END' \
-	-- bench boot "$@" >"$log" 2>&1 || status=$?
+	-- bench boot --floor /bin/kvmprobe "$@" >"$log" 2>&1 || status=$?
 tr -d '\r' <"$log" | sed -n '/^bench boot: /p'
 tr -d '\r' <"$log" | awk '$0=="NESTED-JSON-END"{p=0} p{print} $0=="NESTED-JSON-BEGIN"{p=1}' |
 	sed -e '/^NESTED-STEP /d' -e 's/NESTED-STEP status=.*$//' >"$json.tmp" || true

@@ -30,6 +30,8 @@ type Options struct {
 	Tinyvmm string
 	QEMU    string
 	Systems string
+	// Floor is kvmprobe's path: when set, the systems include SysFloor.
+	Floor   string
 	Out     string
 	Timeout time.Duration
 	// Report, when set, reads that boot.json and only prints and plots it.
@@ -55,6 +57,7 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Tinyvmm, "tinyvmm", "", "the tinyvmm binary (default: this one)")
 	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
 	fs.StringVar(&o.Systems, "systems", o.Systems, "comma-separated systems to boot")
+	fs.StringVar(&o.Floor, "floor", "", "also time kvmprobe `PATH` (test/nested/kvmprobe) from its spawn to its first KVM_RUN: the least a Go VMM spends there (bench/boot.sh passes L1's)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for boot.json and boot.png")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "longest one boot may take")
 	fs.StringVar(&o.Report, "report", "", "print and plot an existing boot.json `FILE` (no boots)")
@@ -159,6 +162,7 @@ type bencher struct {
 	o              Options
 	kernel, initrd string
 	tinyvmm, qemu  string
+	floor          string
 	cmdline        string
 	systems        []System
 	tmp            string
@@ -185,7 +189,19 @@ func newBencher(o Options) (*bencher, error) {
 		}
 	}
 	b.qemu = o.QEMU
-	for _, name := range strings.Split(o.Systems, ",") {
+	systems := o.Systems
+	if o.Floor != "" {
+		if b.floor, err = filepath.Abs(o.Floor); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(b.floor); err != nil {
+			return nil, fmt.Errorf("bench boot: --floor: %v", err)
+		}
+		if !strings.Contains(","+systems+",", ","+string(SysFloor)+",") {
+			systems += "," + string(SysFloor)
+		}
+	}
+	for _, name := range strings.Split(systems, ",") {
 		s := System(strings.TrimSpace(name))
 		known := false
 		for _, k := range AllSystems {
@@ -193,6 +209,9 @@ func newBencher(o Options) (*bencher, error) {
 		}
 		if !known {
 			return nil, fmt.Errorf("bench boot: unknown system %q; use %v", s, AllSystems)
+		}
+		if s == SysFloor && b.floor == "" {
+			return nil, fmt.Errorf("bench boot: system %s needs --floor PATH (kvmprobe: go build ./test/nested/kvmprobe)", s)
 		}
 		b.systems = append(b.systems, s)
 	}
@@ -209,8 +228,11 @@ func (b *bencher) boot(s System) Run {
 		return Run{Err: err.Error()}
 	}
 	defer os.RemoveAll(dir)
-	if s == SysTinyvmm {
+	switch s {
+	case SysTinyvmm:
 		return b.bootTinyvmm(dir)
+	case SysFloor:
+		return b.runFloor()
 	}
 	return b.bootQEMU(s, dir)
 }
@@ -218,6 +240,9 @@ func (b *bencher) boot(s System) Run {
 // command is the command line of s, with its files in dir.
 func (b *bencher) command(s System, dir string) []string {
 	mem := fmt.Sprint(b.o.MemMiB)
+	if s == SysFloor {
+		return []string{b.floor, "-exits", "1", "-stamp"}
+	}
 	if s == SysTinyvmm {
 		args := []string{b.tinyvmm, "run", "--kernel", b.kernel, "--initrd", b.initrd, "--mem", mem + "M",
 			"--stats=" + filepath.Join(dir, "stats.json")}

@@ -3,6 +3,7 @@ package bootbench
 import (
 	"bytes"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -136,6 +137,7 @@ func TestReportRoundTripTableAndPlot(t *testing.T) {
 			ExitsAtInit: map[string]uint64{"exits": 100}}}},
 		{System: SysMicrovm, Runs: []Run{{TotalS: 2, KernelS: f(0.3), InitS: f(1.5)}}},
 		{System: SysQ35, Runs: []Run{{TotalS: 9, Err: "QEMU died"}}},
+		{System: SysFloor, Runs: []Run{{TotalS: 0.02, FirstRunS: f(0.012), Setup: []vmm.SetupStep{{Step: "spawn to first KVM_RUN", Ms: 12}}}}},
 	}}
 	r.summarize()
 	dir := t.TempDir()
@@ -151,12 +153,42 @@ func TestReportRoundTripTableAndPlot(t *testing.T) {
 	back.Table(&out)
 	text := out.String()
 	for _, want := range []string{"tinyvmm  1/1  1000  10  10  500  900", "qemu-microvm  1/1  2000  -  300  1500  2000",
-		"qemu-q35  0/1", "tinyvmm/microvm total: 0.50", "qemu-q35 run 0 failed: QEMU died"} {
+		"qemu-q35  0/1", "kvm-floor  1/1  20  12  -  -  20", "kvm-floor set-up, median ms: spawn to first KVM_RUN 12.0;",
+		"tinyvmm/microvm total: 0.50", "qemu-q35 run 0 failed: QEMU died"} {
 		if !strings.Contains(strings.Join(strings.Fields(text), "  "), strings.Join(strings.Fields(want), "  ")) {
 			t.Errorf("table lacks %q:\n%s", want, text)
 		}
 	}
 	if err := back.Plot(filepath.Join(dir, "boot.png")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A fake kvmprobe prints its stamp as the real one does; runFloor takes the
+// first KVM_RUN from it, between the spawn and the end.
+func TestFloorRunTakesKVMProbesStamp(t *testing.T) {
+	dir := t.TempDir()
+	probe := filepath.Join(dir, "kvmprobe")
+	script := "#!/bin/sh\n[ \"$*\" = '-exits 1 -stamp' ] || { echo \"args: $*\"; exit 2; }\n" +
+		"echo 'KVM API version 12'\necho \"KVMPROBE first KVM_RUN unix-ns $(date +%s%N)\"\necho 'KVMPROBE OK'\n"
+	if err := os.WriteFile(probe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &bencher{o: Options{Timeout: time.Minute}, floor: probe}
+	run := b.runFloor()
+	if run.Err != "" {
+		t.Fatal(run.Err)
+	}
+	if run.FirstRunS == nil || *run.FirstRunS <= 0 || *run.FirstRunS > run.TotalS {
+		t.Fatalf("first KVM_RUN %v s, total %v s", run.FirstRunS, run.TotalS)
+	}
+	if len(run.Setup) != 1 || run.Setup[0].Ms != *run.FirstRunS*1000 {
+		t.Errorf("setup %v", run.Setup)
+	}
+	if err := os.WriteFile(probe, []byte("#!/bin/sh\necho KVMPROBE OK\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if run := b.runFloor(); !strings.Contains(run.Err, "no first KVM_RUN stamp") {
+		t.Errorf("a probe without a stamp: error %q", run.Err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -209,4 +210,42 @@ func (b *bencher) watchQEMU(ctx context.Context, bt, qm net.Listener, pid int) i
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(s, "\r", "")), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// runFloor runs kvmprobe (SysFloor) and takes its first KVM_RUN from the
+// stamp line it prints, on the same clock as the spawn time taken here.
+func (b *bencher) runFloor() Run {
+	argv := b.command(SysFloor, "")
+	ctx, cancel := context.WithTimeout(context.Background(), b.o.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	run := Run{TotalS: time.Since(start).Seconds()}
+	if err != nil {
+		run.Err = fmt.Sprintf("%v: %s", err, lastLine(out.String()))
+		return run
+	}
+	ns, ok := floorStamp(out.String())
+	if !ok {
+		run.Err = "kvmprobe printed no first KVM_RUN stamp (one from before -stamp?): " + lastLine(out.String())
+		return run
+	}
+	run.FirstRunS = seconds(unixNs(ns), start)
+	run.Setup = []vmm.SetupStep{{Step: "spawn to first KVM_RUN", Ms: *run.FirstRunS * 1000}}
+	return run
+}
+
+// floorStamp finds kvmprobe's "KVMPROBE first KVM_RUN unix-ns N" line.
+func floorStamp(out string) (int64, bool) {
+	const prefix = "KVMPROBE first KVM_RUN unix-ns "
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			ns, err := strconv.ParseInt(v, 10, 64)
+			return ns, err == nil && ns > 0
+		}
+	}
+	return 0, false
 }

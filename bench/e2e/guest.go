@@ -31,7 +31,9 @@ type GuestConfig struct {
 	QEMU    string // qemu-system-x86_64
 	// QEMUAccel is "kvm" or "tcg".
 	QEMUAccel string
-	// TinyvmmArgs are extra flags for `tinyvmm run` (e.g. --tx-weight-pkts).
+	// TinyvmmArgs are extra flags for `tinyvmm run` (e.g. --tx-weight-pkts);
+	// one written net:KEY=VALUE adds KEY=VALUE to the NIC's --net (like
+	// net:io=writev).
 	TinyvmmArgs []string
 	// QEMUMachine is QEMU's -M; DefaultQEMUMachine when empty.
 	QEMUMachine string
@@ -46,9 +48,18 @@ type GuestConfig struct {
 func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 	switch vmm {
 	case Tinyvmm:
+		net := "tap=" + TapName
+		var extra []string
+		for _, a := range c.TinyvmmArgs {
+			if opt, ok := strings.CutPrefix(a, "net:"); ok {
+				net += "," + opt
+			} else {
+				extra = append(extra, a)
+			}
+		}
 		args := []string{"run", "--kernel", c.ELF, "--bench-guest", "--append", cmdline,
-			"--net", "tap=" + TapName, "--mem", "256M"}
-		return exec.Command(c.Tinyvmm, append(args, c.TinyvmmArgs...)...)
+			"--net", net, "--mem", "256M"}
+		return exec.Command(c.Tinyvmm, append(args, extra...)...)
 	default:
 		machine := c.QEMUMachine
 		if machine == "" {

@@ -223,3 +223,14 @@ func TestBenchGuestAssignsBARsUnderQEMU(t *testing.T) {
 		return Sample{}
 	})
 }
+
+// A variant's net:KEY=VALUE flags go into tinyvmm's one --net spec; the
+// rest stay flags of their own.
+func TestTinyvmmVariantNetOptions(t *testing.T) {
+	c := GuestConfig{ELF: "g.elf", Tinyvmm: "tinyvmm", TinyvmmArgs: []string{"--poll-us=0", "net:io=writev", "net:queues=1"}}
+	got := strings.Join(c.command(Tinyvmm, "mode=tx").Args[1:], " ")
+	want := "run --kernel g.elf --bench-guest --append mode=tx --net tap=" + TapName + ",io=writev,queues=1 --mem 256M --poll-us=0"
+	if got != want {
+		t.Errorf("command:\n got %s\nwant %s", got, want)
+	}
+}
