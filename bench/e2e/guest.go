@@ -106,6 +106,9 @@ type GuestRun struct {
 	// HostIRQs are the host's interrupts in the same window on the CPU
 	// its vCPU ran on (hostirqs.go), nil when unknown.
 	HostIRQs map[string]uint64
+	// Switches are the VMM's threads' sleeps and preemptions in the window
+	// (threadSwitches.since), nil when unknown.
+	Switches map[string]uint64
 }
 
 // Uint reads a number from the result line (0 when absent).
@@ -128,6 +131,7 @@ type guestProc struct {
 	stats     *vmStats
 	before    kvmCounts
 	irqBefore hostIRQs
+	swBefore  threadSwitches
 }
 
 const keepLines = 40
@@ -215,7 +219,8 @@ func (g *guestProc) statsBefore() {
 		return
 	}
 	g.before = c
-	g.irqBefore, _ = readHostIRQs("/proc/interrupts") // only a detail: nil skips it
+	g.irqBefore, _ = readHostIRQs("/proc/interrupts") // only details: nil skips them
+	g.swBefore, _ = readThreadSwitches("/proc", g.cmd.Process.Pid)
 }
 
 // statsAfter snapshots the counters as the result line starts and keeps
@@ -228,7 +233,10 @@ func (g *guestProc) statsAfter() {
 	if err == nil {
 		c, err = c.sub(g.before)
 	}
-	var irqs map[string]uint64
+	var irqs, sw map[string]uint64
+	if now, serr := readThreadSwitches("/proc", g.cmd.Process.Pid); serr == nil && g.swBefore != nil {
+		sw = now.since(g.swBefore)
+	}
 	if now, ierr := readHostIRQs("/proc/interrupts"); ierr == nil && g.irqBefore != nil {
 		if cpu, cerr := vcpuCPU("/proc", g.cmd.Process.Pid); cerr == nil && cpu >= 0 {
 			irqs = now.onCPU(g.irqBefore, cpu)
@@ -240,7 +248,7 @@ func (g *guestProc) statsAfter() {
 		g.run.KVMErr = err.Error()
 		return
 	}
-	g.run.KVM, g.run.HostIRQs = c, irqs
+	g.run.KVM, g.run.HostIRQs, g.run.Switches = c, irqs, sw
 }
 
 // markReader passes r through and calls at, once, as soon as marker has

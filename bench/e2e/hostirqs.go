@@ -109,3 +109,59 @@ func vcpuCPU(proc string, pid int) (int, error) {
 	}
 	return cpu, nil
 }
+
+// threadSwitches are a process's context switches, per thread: how often
+// each thread slept (voluntary: each sleep ends in a wakeup, somewhere)
+// and was preempted, from /proc/PID/task/TID/status.
+type threadSwitches map[string][2]uint64
+
+func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
+	dir := filepath.Join(proc, strconv.Itoa(pid), "task")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	ts := threadSwitches{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "status"))
+		if err != nil {
+			continue // the thread ended
+		}
+		var sw [2]uint64
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			switch {
+			case err != nil:
+			case k == "voluntary_ctxt_switches":
+				sw[0] = n
+			case k == "nonvoluntary_ctxt_switches":
+				sw[1] = n
+			}
+		}
+		ts[e.Name()] = sw
+	}
+	return ts, nil
+}
+
+// since sums t - before over the threads: vmm_wakeups (voluntary
+// switches), vmm_preemptions and vmm_threads_woken (threads that slept at
+// least once). A thread born meanwhile counts whole.
+func (t threadSwitches) since(before threadSwitches) map[string]uint64 {
+	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0}
+	for tid, now := range t {
+		b := before[tid]
+		if now[0] < b[0] || now[1] < b[1] {
+			continue // a thread id reused
+		}
+		d["vmm_wakeups"] += now[0] - b[0]
+		d["vmm_preemptions"] += now[1] - b[1]
+		if now[0] > b[0] {
+			d["vmm_threads_woken"]++
+		}
+	}
+	return d
+}

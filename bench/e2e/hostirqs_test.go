@@ -65,3 +65,37 @@ func TestHostIRQsOnVCPUsCPU(t *testing.T) {
 		}
 	}
 }
+
+func TestThreadSwitchesSince(t *testing.T) {
+	proc := t.TempDir()
+	write := func(tid, vol, nonvol string) {
+		dir := filepath.Join(proc, "9", "task", tid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s := "Name:\ttinyvmm\nvoluntary_ctxt_switches:\t" + vol + "\nnonvoluntary_ctxt_switches:\t" + nonvol + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "status"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("9", "10", "1")
+	write("10", "5", "0")
+	before, err := readThreadSwitches(proc, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("9", "10", "3")  // preempted twice, never slept
+	write("10", "45", "0") // slept 40 times
+	write("11", "7", "1")  // born in the window
+	after, err := readThreadSwitches(proc, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.since(before)
+	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}

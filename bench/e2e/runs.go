@@ -175,6 +175,9 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	for k, v := range run.HostIRQs {
 		s.Detail["host_irq_"+k] = float64(v)
 	}
+	for k, v := range run.Switches {
+		s.Detail[k] = float64(v)
+	}
 }
 
 func rxSample(pps, good, bad, lost float64, sent uint64) Sample {
