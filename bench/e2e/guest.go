@@ -235,7 +235,7 @@ func (g *guestProc) statsAfter() {
 	}
 	var irqs, sw map[string]uint64
 	if now, serr := readThreadSwitches("/proc", g.cmd.Process.Pid); serr == nil && g.swBefore != nil {
-		sw = now.since(g.swBefore)
+		sw = now.since(g.swBefore, g.cmd.Process.Pid)
 	}
 	if now, ierr := readHostIRQs("/proc/interrupts"); ierr == nil && g.irqBefore != nil {
 		if cpu, cerr := vcpuCPU("/proc", g.cmd.Process.Pid); cerr == nil && cpu >= 0 {

@@ -149,17 +149,26 @@ func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
 
 // since sums t - before over the threads: vmm_wakeups (voluntary
 // switches), vmm_preemptions and vmm_threads_woken (threads that slept at
-// least once). A thread born meanwhile counts whole.
-func (t threadSwitches) since(before threadSwitches) map[string]uint64 {
-	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0}
+// least once), and the wakeups of the thread that woke most
+// (vmm_wakeups_max) and of the process's second thread, pid+1
+// (vmm_wakeups_tid2: in a Go program the runtime's sysmon, the first
+// thread it makes; in QEMU its RCU thread). A thread born meanwhile counts
+// whole.
+func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
+	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0}
 	for tid, now := range t {
 		b := before[tid]
 		if now[0] < b[0] || now[1] < b[1] {
 			continue // a thread id reused
 		}
-		d["vmm_wakeups"] += now[0] - b[0]
+		woke := now[0] - b[0]
+		d["vmm_wakeups"] += woke
 		d["vmm_preemptions"] += now[1] - b[1]
-		if now[0] > b[0] {
+		d["vmm_wakeups_max"] = max(d["vmm_wakeups_max"], woke)
+		if tid == strconv.Itoa(pid+1) {
+			d["vmm_wakeups_tid2"] = woke
+		}
+		if woke > 0 {
 			d["vmm_threads_woken"]++
 		}
 	}

@@ -91,8 +91,8 @@ func TestThreadSwitchesSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := after.since(before)
-	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2}
+	got := after.since(before, 9)
+	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
