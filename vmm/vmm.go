@@ -281,6 +281,7 @@ func (m *machine) run(ctx context.Context) (int, error) {
 		workers += n.dev.Pairs() // a worker thread per queue pair
 	}
 	reserveProcs(len(m.cpus) + workers + len(m.shares))
+	slowSysmon()
 	failed := make(chan error, len(m.cpus))
 	var wg sync.WaitGroup
 	for _, cpu := range m.cpus {

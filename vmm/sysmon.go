@@ -1,0 +1,44 @@
+package vmm
+
+import (
+	"os"
+	"strconv"
+)
+
+// Go's sysmon thread watches the scheduler from timed sleeps of 20 us up
+// to 10 ms, and drops back to 20 us each time it takes a P back from a
+// thread blocked in a system call or wakes from its deep sleep: in a VMM
+// whose threads block in KVM_RUN and epoll_wait that is many times a
+// second (in a 2-CPU nested L1 flood, ~1,450 wakeups a second). Each
+// wakeup is a timer interrupt on the CPU where sysmon slept, and an exit of
+// the vCPU that runs there. Timer slack lets the kernel fire those sleeps
+// with the next interrupt that comes anyway (the tick), so sysmon wakes at
+// most once a tick and costs the vCPUs nothing extra. A 10 ms slack is at
+// most one tick at HZ=100, and sysmon's own longest sleep.
+const sysmonSlackNs = 10_000_000
+
+// slowSysmon gives sysmon's thread sysmonSlackNs of timer slack. Sysmon is
+// the first thread the runtime makes, so it is the second in
+// /proc/self/task, which lists a process's threads in the order they
+// were made (TestSysmonIsTheSecondThread holds the runtime to that).
+// Setting another thread's slack (/proc/TID/timerslack_ns) needs
+// CAP_SYS_NICE; without it (a rootless tinyvmm) nothing changes.
+func slowSysmon() {
+	if tid := sysmonTID(); tid != "" {
+		os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(sysmonSlackNs)), 0)
+	}
+}
+
+// sysmonTID is the thread id of sysmon, "" if not found.
+func sysmonTID() string {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	tids, err := d.Readdirnames(2) // unsorted: creation order
+	if err != nil || len(tids) < 2 || tids[0] != strconv.Itoa(os.Getpid()) {
+		return ""
+	}
+	return tids[1]
+}
