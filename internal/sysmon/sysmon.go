@@ -1,4 +1,7 @@
-package vmm
+// Package sysmon keeps Go's sysmon thread from waking a CPU more often
+// than the tick, for a VMM's vCPUs (vmm) and a benchmark's measurements
+// (bench/e2e).
+package sysmon
 
 import (
 	"os"
@@ -15,22 +18,22 @@ import (
 // with the next interrupt that comes anyway (the tick), so sysmon wakes at
 // most once a tick and costs the vCPUs nothing extra. A 10 ms slack is at
 // most one tick at HZ=100, and sysmon's own longest sleep.
-const sysmonSlackNs = 10_000_000
+const SlackNs = 10_000_000
 
-// slowSysmon gives sysmon's thread sysmonSlackNs of timer slack. Sysmon is
+// Slow gives sysmon's thread SlackNs of timer slack. Sysmon is
 // the first thread the runtime makes, so it is the second in
 // /proc/self/task, which lists a process's threads in the order they
 // were made (TestSysmonIsTheSecondThread holds the runtime to that).
 // Setting another thread's slack (/proc/TID/timerslack_ns) needs
 // CAP_SYS_NICE; without it (a rootless tinyvmm) nothing changes.
-func slowSysmon() {
-	if tid := sysmonTID(); tid != "" {
-		os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(sysmonSlackNs)), 0)
+func Slow() {
+	if tid := TID(); tid != "" {
+		os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(SlackNs)), 0)
 	}
 }
 
-// sysmonTID is the thread id of sysmon, "" if not found.
-func sysmonTID() string {
+// TID is the thread id of sysmon, "" if not found.
+func TID() string {
 	d, err := os.Open("/proc/self/task")
 	if err != nil {
 		return ""

@@ -1,4 +1,4 @@
-package vmm
+package sysmon
 
 import (
 	"os"
@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// slowSysmon relies on sysmon being the process's second thread: the only
+// Slow relies on sysmon being the process's second thread: the only
 // Go thread that sleeps in nanosleep (syscall 35 on amd64; runtime.usleep),
 // which it does between its looks at the scheduler.
 func TestSysmonIsTheSecondThread(t *testing.T) {
-	tid := sysmonTID()
+	tid := TID()
 	if tid == "" {
 		t.Fatal("no second thread in /proc/self/task")
 	}
@@ -30,7 +30,7 @@ func TestSysmonIsTheSecondThread(t *testing.T) {
 		go func() {}() // give sysmon something to look at
 		time.Sleep(time.Millisecond)
 	}
-	slowSysmon()
+	Slow()
 	b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
 	switch {
 	case err != nil:
