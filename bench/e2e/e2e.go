@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"tinyvmm/internal/sysmon"
 
+	"tinyvmm/internal/sysmon"
 	"tinyvmm/kvm"
 )
 

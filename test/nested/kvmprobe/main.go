@@ -95,7 +95,7 @@ var started = time.Now()
 
 // stamp: print "KVMPROBE first KVM_RUN unix-ns N" as the first KVM_RUN
 // starts, on the clock and at the point tinyvmm --stats uses, so that
-// `tinyvmm bench boot --floor` can set the least a Go VMM needs from its
+// `tinyvmm bench boot --floor` can show the least a Go VMM needs from its
 // spawn to that KVM_RUN beside tinyvmm's own set-up.
 var stamp bool
 
