@@ -99,8 +99,8 @@ type Tuning struct {
 	// sooner is held until then and covers what is published meanwhile
 	// (interrupt moderation, on top of EVENT_IDX's used_event). 0 is off.
 	RxIrqGapUs int
-	// WorkerBatch runs the worker thread under SCHED_BATCH while a
-	// direction is in a burst (its last run that moved frames moved
+	// WorkerBatch runs the worker thread under SCHED_BATCH while tx is
+	// in a burst (its last run that moved frames moved
 	// NotifyThreshold or more, or hit a budget): woken then, it does not preempt the
 	// thread that is running (on a busy CPU, the vCPU adding frames) but
 	// waits for its turn and finds more work; on an idle CPU it runs at

@@ -58,3 +58,27 @@ func TestWorkerBatchFollowsBursts(t *testing.T) {
 		})
 	}
 }
+
+// An rx burst leaves the worker under the normal policy even with
+// WorkerBatch: the vCPU is waiting for those frames, and a batch thread
+// would wait for the vCPU's time slice to end.
+func TestWorkerBatchNotInRxBursts(t *testing.T) {
+	tun := DefaultTuning()
+	tun.WorkerBatch, tun.NotifyThreshold = true, 8
+	r := newRig(t, rigOptions{tuning: tun})
+	r.activate()
+	var tid int32
+	waitFor(t, "the worker thread", func() bool { tid = r.dev.pairs[0].workerTid.Load(); return tid != 0 })
+	r.rx.AddRxBuffers(64, 2048)
+	r.rx.Kick()
+	for i := 0; i < 32; i++ {
+		r.peerWrite(r.txFrame(i, 60)[r.hdrLen():])
+	}
+	r.waitUsed(r.rx, 32, nil)
+	if r.stats(rxQueue).Frames < 32 {
+		t.Fatalf("rx moved %d frames, want 32", r.stats(rxQueue).Frames)
+	}
+	if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
+		t.Fatalf("policy %d after an rx burst, want normal (%d)", p, unix.SCHED_NORMAL)
+	}
+}
