@@ -3,6 +3,7 @@ package kvm
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
 	"testing"
 )
 
@@ -59,14 +60,8 @@ func TestParseStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]uint64{"exits": 1234, "io_exits": 77, "max_mmu_page_hash_collisions": 3}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %d, want %d", k, got[k], v)
-		}
+	if want := map[string]uint64{"exits": 1234, "io_exits": 77, "max_mmu_page_hash_collisions": 3}; !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }
 

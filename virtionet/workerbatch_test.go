@@ -25,6 +25,14 @@ func threadPolicy(t *testing.T, tid int32) int {
 	return p
 }
 
+// workerThread waits for the rig's worker thread and returns its id.
+func workerThread(t *testing.T, r *rig) int32 {
+	t.Helper()
+	var tid int32
+	waitFor(t, "the worker thread", func() bool { tid = r.dev.pairs[0].workerTid.Load(); return tid != 0 })
+	return tid
+}
+
 // With WorkerBatch the worker runs under SCHED_BATCH while tx is in a
 // burst (a run of NotifyThreshold chains or more) and under the normal
 // policy once a run is short; without it, always normal.
@@ -35,8 +43,7 @@ func TestWorkerBatchFollowsBursts(t *testing.T) {
 			tun.WorkerBatch, tun.NotifyThreshold = batch, 8
 			r := newRig(t, rigOptions{tuning: tun})
 			r.activate()
-			var tid int32
-			waitFor(t, "the worker thread", func() bool { tid = r.dev.pairs[0].workerTid.Load(); return tid != 0 })
+			tid := workerThread(t, r)
 			if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
 				t.Fatalf("policy %d before any burst, want normal", p)
 			}
@@ -67,8 +74,7 @@ func TestWorkerBatchNotInRxBursts(t *testing.T) {
 	tun.WorkerBatch, tun.NotifyThreshold = true, 8
 	r := newRig(t, rigOptions{tuning: tun})
 	r.activate()
-	var tid int32
-	waitFor(t, "the worker thread", func() bool { tid = r.dev.pairs[0].workerTid.Load(); return tid != 0 })
+	tid := workerThread(t, r)
 	r.rx.AddRxBuffers(64, 2048)
 	r.rx.Kick()
 	for i := 0; i < 32; i++ {

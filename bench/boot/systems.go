@@ -21,18 +21,8 @@ import (
 // from there: its timestamps are Unix nanoseconds, on the same clock as
 // the spawn time taken here.
 func (b *bencher) bootTinyvmm(dir string) Run {
-	argv := b.command(SysTinyvmm, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), b.o.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	err := cmd.Run()
-	end := time.Now()
-	run := Run{TotalS: end.Sub(start).Seconds()}
-	if err != nil {
-		run.Err = fmt.Sprintf("%v: %s", err, lastLine(out.String()))
+	_, start, run := b.spawn(SysTinyvmm, dir)
+	if run.Err != "" {
 		return run
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "stats.json"))
@@ -212,10 +202,11 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// runFloor runs kvmprobe (SysFloor) and takes its first KVM_RUN from the
-// stamp line it prints, on the same clock as the spawn time taken here.
-func (b *bencher) runFloor() Run {
-	argv := b.command(SysFloor, "")
+// spawn runs s's command (files in dir) to its end, within the timeout,
+// and returns its output, the spawn time and a Run with the total, or
+// with Err and the output's last line if it failed.
+func (b *bencher) spawn(s System, dir string) (string, time.Time, Run) {
+	argv := b.command(s, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), b.o.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -226,11 +217,20 @@ func (b *bencher) runFloor() Run {
 	run := Run{TotalS: time.Since(start).Seconds()}
 	if err != nil {
 		run.Err = fmt.Sprintf("%v: %s", err, lastLine(out.String()))
+	}
+	return out.String(), start, run
+}
+
+// runFloor runs kvmprobe (SysFloor) and takes its first KVM_RUN from the
+// stamp line it prints, on the same clock as the spawn time taken here.
+func (b *bencher) runFloor() Run {
+	out, start, run := b.spawn(SysFloor, "")
+	if run.Err != "" {
 		return run
 	}
-	ns, ok := floorStamp(out.String())
+	ns, ok := floorStamp(out)
 	if !ok {
-		run.Err = "kvmprobe printed no first KVM_RUN stamp (one from before -stamp?): " + lastLine(out.String())
+		run.Err = "kvmprobe printed no first KVM_RUN stamp (one from before -stamp?): " + lastLine(out)
 		return run
 	}
 	run.FirstRunS = seconds(unixNs(ns), start)

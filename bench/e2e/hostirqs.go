@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -37,14 +38,14 @@ func readHostIRQs(path string) (hostIRQs, error) {
 		return nil, fmt.Errorf("%s: empty", path)
 	}
 	ncpu := len(strings.Fields(sc.Text()))
-	want := map[string]bool{}
-	for _, k := range hostIRQKinds {
-		want[k] = true
-	}
 	h := hostIRQs{}
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 1+ncpu || !want[strings.TrimSuffix(f[0], ":")] {
+		if len(f) < 1+ncpu {
+			continue
+		}
+		name := strings.TrimSuffix(f[0], ":")
+		if !slices.Contains(hostIRQKinds, name) {
 			continue
 		}
 		counts := make([]uint64, ncpu)
@@ -55,7 +56,7 @@ func readHostIRQs(path string) (hostIRQs, error) {
 			}
 			counts[i] = v
 		}
-		h[strings.TrimSuffix(f[0], ":")] = counts
+		h[name] = counts
 	}
 	return h, sc.Err()
 }

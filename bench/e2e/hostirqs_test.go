@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,14 +56,8 @@ func TestHostIRQsOnVCPUsCPU(t *testing.T) {
 		t.Fatalf("vcpuCPU = %d, %v; want 1", cpu, err)
 	}
 	d := a.onCPU(b, cpu)
-	want := map[string]uint64{"LOC": 90, "RES": 50, "TLB": 3}
-	if len(d) != len(want) {
-		t.Fatalf("onCPU = %v, want %v", d, want)
-	}
-	for k, v := range want {
-		if d[k] != v {
-			t.Errorf("%s = %d, want %d", k, d[k], v)
-		}
+	if want := map[string]uint64{"LOC": 90, "RES": 50, "TLB": 3}; !maps.Equal(d, want) {
+		t.Errorf("onCPU = %v, want %v", d, want)
 	}
 }
 
