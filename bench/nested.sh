@@ -9,6 +9,7 @@
 #
 #   bench/nested.sh [bench e2e flags]    # default: --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 #   NESTED_SMP=2 bench/nested.sh         # L1 with 2 CPUs (default 1)
+#   NESTED_SMP=2 bench/nested.sh --pin   # and each vCPU on a CPU of its own (bench/e2e/README.md)
 #   NESTED_PROFILE=1 bench/nested.sh     # and tinyvmm's CPU profiles
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)

@@ -41,6 +41,9 @@ type Options struct {
 	// L1 keeps QEMU off io_uring with it.
 	QEMUPreload string
 	Out         io.Writer // the table
+	// Pin gives each run's vCPU a CPU of its own and keeps everything else
+	// off it (--pin, pin.go); it needs 2 CPUs.
+	Pin bool
 	// CPUProfile, when set, gets tinyvmm's Go CPU profile of its last tx
 	// run, and CPUProfile+".rx" that of its last rx run (a development
 	// flag of bench e2e, --cpuprofile).
@@ -199,7 +202,20 @@ func RunE2E(o Options) (*Report, error) {
 		QEMUMachine: o.QEMUMachine, QEMUPreload: o.QEMUPreload}
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
+	if o.Pin {
+		p, err := newPinning()
+		if err == nil {
+			err = p.pinSelf()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench e2e: --pin: %w", err)
+		}
+		r.pin = p
+	}
 	rep := newReport(o, host, detectSystems(o, host))
+	if r.pin != nil {
+		rep.Machine.Pinning = r.pin.String()
+	}
 	exps := o.experiments(r)
 	rep.plan(exps)
 	// Ctrl-C or SIGTERM: no new run starts; the current one ends within

@@ -132,12 +132,16 @@ type guestProc struct {
 	before    kvmCounts
 	irqBefore hostIRQs
 	swBefore  threadSwitches
+	// pin, when set, moves the vCPU onto its own CPU at the ready line;
+	// pinErr says why it could not (the run then fails).
+	pin    *pinning
+	pinErr error
 }
 
 const keepLines = 40
 
-func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string) (*guestProc, error) {
-	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1)}
+func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string, pin *pinning) (*guestProc, error) {
+	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1), pin: pin}
 	g.run.Status, g.run.IOURings = -1, -1
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
@@ -166,6 +170,12 @@ func (g *guestProc) scan(r io.Reader) {
 		}
 		if g.stats == nil && g.run.KVMErr == "" {
 			g.openStats() // the guest runs, so the vCPUs exist
+		}
+		if g.pin != nil && strings.HasPrefix(line, "BENCH ready") {
+			// Before the window opens; the guest is already at work.
+			if _, err := g.pin.pinVCPU(g.cmd.Process.Pid); err != nil {
+				g.pinErr = fmt.Errorf("pin the vCPU: %w", err)
+			}
 		}
 		g.mu.Lock()
 		g.run.Output = append(g.run.Output, line)
@@ -295,6 +305,9 @@ func (g *guestProc) waitReady(timeout time.Duration) (map[string]string, error) 
 	case <-g.ready:
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		if g.pinErr != nil {
+			return nil, g.pinErr
+		}
 		return g.run.Ready, nil
 	case err := <-g.done:
 		g.done <- err

@@ -74,15 +74,23 @@ func (h hostIRQs) onCPU(before hostIRQs, cpu int) map[string]uint64 {
 	return d
 }
 
-// vcpuCPU finds the CPU that runs pid's vCPU: the CPU its thread with the
-// most guest time last ran on (/proc/PID/task/TID/stat: field 39 is the
-// processor, field 43 guest_time). With one vCPU that thread is the vCPU's,
-// in tinyvmm and QEMU alike. -1 when no thread ran a guest.
+// vcpuCPU finds the CPU that runs pid's vCPU (vcpuThread); -1 when no
+// thread ran a guest.
 func vcpuCPU(proc string, pid int) (int, error) {
+	_, cpu, err := vcpuThread(proc, pid)
+	return cpu, err
+}
+
+// vcpuThread finds pid's vCPU thread: the thread with the most guest time,
+// and the CPU it last ran on (/proc/PID/task/TID/stat: field 39 is the
+// processor, field 43 guest_time). With one vCPU that thread is the vCPU's,
+// in tinyvmm and QEMU alike. tid 0 and cpu -1 when no thread ran a guest
+// for a clock tick yet.
+func vcpuThread(proc string, pid int) (tid, cpu int, err error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "task")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return -1, err
+		return 0, -1, err
 	}
 	cpu, most := -1, uint64(0)
 	for _, e := range ents {
@@ -101,14 +109,15 @@ func vcpuCPU(proc string, pid int) (int, error) {
 		}
 		c, err1 := strconv.Atoi(f[39-3])
 		g, err2 := strconv.ParseUint(f[43-3], 10, 64)
-		if err1 != nil || err2 != nil {
+		t, err3 := strconv.Atoi(e.Name())
+		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
 		if g > most {
-			cpu, most = c, g
+			tid, cpu, most = t, c, g
 		}
 	}
-	return cpu, nil
+	return tid, cpu, nil
 }
 
 // threadSwitches are a process's context switches, per thread: how often

@@ -51,9 +51,9 @@ func TestHostIRQsOnVCPUsCPU(t *testing.T) {
 	}
 	write("proc/7/task/10/stat", stat("0", "3"))
 	write("proc/7/task/11/stat", stat("1", "500"))
-	cpu, err := vcpuCPU(filepath.Join(dir, "proc"), 7)
-	if err != nil || cpu != 1 {
-		t.Fatalf("vcpuCPU = %d, %v; want 1", cpu, err)
+	tid, cpu, err := vcpuThread(filepath.Join(dir, "proc"), 7)
+	if err != nil || cpu != 1 || tid != 11 {
+		t.Fatalf("vcpuThread = %d, %d, %v; want 11 on CPU 1", tid, cpu, err)
 	}
 	d := a.onCPU(b, cpu)
 	if want := map[string]uint64{"LOC": 90, "RES": 50, "TLB": 3}; !maps.Equal(d, want) {

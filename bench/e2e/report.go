@@ -33,6 +33,8 @@ type Machine struct {
 	hostinfo.Info
 	KVM string `json:"kvm"`
 	PVM bool   `json:"pvm"`
+	// Pinning says where the vCPU ran with --pin; empty without.
+	Pinning string `json:"pinning,omitempty"`
 }
 
 // Cell is one experiment on one system: every run and their medians.
@@ -184,6 +186,9 @@ func (r *Report) printTable(w io.Writer) {
 	fmt.Fprintf(w, "\ntinyvmm bench e2e, %s (took %s)\n", r.Date.Format("2006-01-02 15:04 MST"), r.Took)
 	fmt.Fprintf(w, "machine: %s, %s, %d CPUs, %s, load %s\n", m.Host, m.CPU, m.CPUs, m.Kernel, m.LoadAvg)
 	fmt.Fprintf(w, "KVM: %s\n", m.KVM)
+	if m.Pinning != "" {
+		fmt.Fprintf(w, "CPUs: %s\n", m.Pinning)
+	}
 	fmt.Fprintf(w, "each cell: median of %d runs interleaved between systems, %d s per run; ratios: tinyvmm / other (n/c: not comparable)\n\n",
 		r.Runs, r.Secs)
 	systems := []System{SysTinyvmm, SysCeiling, SysQEMU}

@@ -40,6 +40,8 @@ type runner struct {
 	// and cpuprofile+".rx" to its rx runs: each run overwrites its file, so
 	// they hold the last tinyvmm tx and rx run.
 	cpuprofile string
+	// pin, with --pin, gives each run's vCPU a CPU of its own (pin.go).
+	pin *pinning
 }
 
 func (r *runner) guestTimeout() time.Duration {
@@ -262,7 +264,7 @@ func (r *runner) guest(ns *Namespace, sys System, vmmArgs []string, cmdline stri
 	if r.cmdlineExtra != "" {
 		cmdline += " " + r.cmdlineExtra
 	}
-	g, err := startGuest(ns, cfg, VMM(sys), cmdline)
+	g, err := startGuest(ns, cfg, VMM(sys), cmdline, r.pin)
 	if err != nil {
 		return nil, err
 	}
