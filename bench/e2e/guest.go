@@ -173,7 +173,7 @@ func (g *guestProc) scan(r io.Reader) {
 		}
 		if g.pin != nil && strings.HasPrefix(line, "BENCH ready") {
 			// Before the window opens; the guest is already at work.
-			if _, err := g.pin.pinVCPU(g.cmd.Process.Pid); err != nil {
+			if err := g.pin.pinVCPU(g.cmd.Process.Pid); err != nil {
 				g.pinErr = fmt.Errorf("pin the vCPU: %w", err)
 			}
 		}

@@ -62,21 +62,19 @@ func (p *pinning) pinSelf() error {
 }
 
 // pinVCPU moves the VMM pid's vCPU thread (vcpuThread) onto the vCPU's
-// CPU and returns its thread id. At the guest's ready line the thread may
-// not have a clock tick of guest time yet; the guest is busy, so it soon
-// has.
-func (p *pinning) pinVCPU(pid int) (int, error) {
+// CPU. At the guest's ready line the thread may not have a clock tick of
+// guest time yet; the guest is busy, so it soon has.
+func (p *pinning) pinVCPU(pid int) error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		tid, _, err := vcpuThread("/proc", pid)
-		if err != nil {
-			return 0, err
-		}
-		if tid > 0 {
-			return tid, unix.SchedSetaffinity(tid, &p.vcpu)
-		}
-		if time.Now().After(deadline) {
-			return 0, errors.New("no thread has run the guest")
+		switch {
+		case err != nil:
+			return err
+		case tid > 0:
+			return unix.SchedSetaffinity(tid, &p.vcpu)
+		case time.Now().After(deadline):
+			return errors.New("no thread has run the guest")
 		}
 		time.Sleep(time.Millisecond)
 	}

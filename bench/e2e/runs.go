@@ -213,6 +213,7 @@ func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
 		}
 		var pr PingResult
 		var txPPS float64
+		var run *GuestRun
 		if sys == SysCeiling {
 			ready := make(chan struct{})
 			type out struct {
@@ -236,7 +237,8 @@ func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
 			}
 			txPPS = o.res.PPS()
 		} else {
-			run, err := r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=%s size=64 secs=%d", mode, secs), func(map[string]string) (err error) {
+			var err error
+			run, err = r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=%s size=64 secs=%d", mode, secs), func(map[string]string) (err error) {
 				pr, err = Ping(ns, GuestIP, pingCount, pingInterval, pingTimeout, maxTotal)
 				return err
 			})
@@ -250,6 +252,11 @@ func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
 			"p99_us": st.P99, "max_us": st.Max, "lost": float64(st.Lost), "sent": float64(pr.Sent), "tx_pps": txPPS}}
 		if len(pr.RTTs) == 0 {
 			s.Err = fmt.Sprintf("no ping answered (%d sent)", pr.Sent)
+		}
+		if run != nil && !flood {
+			// Per echo reply: the window holds the guest's whole run, so
+			// L1's tick over it is in the exits too.
+			addExits(&s, run, float64(run.Uint("icmp")), float64(run.Uint("kicks")))
 		}
 		return s
 	})
