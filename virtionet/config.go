@@ -87,8 +87,9 @@ type Tuning struct {
 	NotifyThreshold int
 	// PollUs turns on busy polling, vhost-net's busyloop: for this many
 	// microseconds after the last frame moved in either direction the
-	// worker does not sleep. It leaves the guest's tx kicks off and looks
-	// at the tx ring and the backend again after each sched_yield, so it
+	// worker does not sleep. It leaves the guest's tx kicks off (and its
+	// rx kicks, when rx buffers run out) and looks at the rings and the
+	// backend again after each sched_yield, so it
 	// takes no CPU that another thread wants (on a shared CPU the vCPU
 	// keeps running and adding chains; no timer interrupts it) and spins
 	// only on an otherwise idle CPU, at most PollUs after the traffic

@@ -32,6 +32,7 @@ var datapathCases = []struct {
 	{"RxDropsTooLarge", testRxDropsFrameLargerThanBuffers},
 	{"RxTruncatedFrameDropped", testRxBatchTruncatedFrameIsDropped},
 	{"RxWaitsForBuffers", testRxWaitsForBuffers},
+	{"RxPollModeKeepsKicksOff", testRxPollModeKeepsKicksOff},
 	{"RxPacketBudgetRequeues", testRxPacketBudgetRequeues},
 	{"RxBatchPublishesOnce", testRxBatchPublishesOnceAndSignalsOnce},
 	{"RxBatchOneIsPerFrame", testRxBatchOneIsPerFrame},

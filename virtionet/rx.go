@@ -24,6 +24,8 @@ var errRxChain = errors.New("rx chain")
 func (w *worker) handleRx() (requeue bool) {
 	q := w.q[rxQueue]
 	q.DisableNotify()
+	wasPolling := w.rxPolling
+	w.rxPolling = false
 	pkts, bytes := 0, 0
 	for !w.stopping.Load() {
 		if w.rxThrottled() {
@@ -50,7 +52,17 @@ func (w *worker) handleRx() (requeue bool) {
 			}
 			return false
 		case rxNoBuffers:
-			w.p.counters[rxQueue].noBuffers.Add(1)
+			if !wasPolling {
+				w.p.counters[rxQueue].noBuffers.Add(1)
+			}
+			// Busy polling (PollUs), as vhost's busyloop polls the rx
+			// ring: the driver is giving buffers back, so rx kicks stay
+			// off and the run loop looks again after a yield.
+			w.sawWork(pkts)
+			if w.rxPolling = w.busyPolling(); w.rxPolling {
+				w.watchBackend(false)
+				return false
+			}
 			if w.rxBuffersArrived() {
 				q.DisableNotify()
 				continue

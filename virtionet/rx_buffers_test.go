@@ -162,3 +162,48 @@ func testRxHeldFrameWaitsForOneMoreKick(t *testing.T, io string) {
 		t.Errorf("held frame: %d buffers, %v", n, err)
 	}
 }
+
+// In poll mode a burst that uses up the guest's rx buffers leaves rx
+// kicks off: buffers the driver gives back while the worker polls are
+// filled without a kick, and once the poll is over a device out of
+// buffers asks for a kick again.
+func testRxPollModeKeepsKicksOff(t *testing.T, io string) {
+	tun := DefaultTuning()
+	tun.NotifyThreshold, tun.PollUs = 8, 400_000
+	r := newRig(t, rigOptions{io: io, tuning: tun})
+	frame := 0
+	burst := func(n int) {
+		for i := 0; i < n; i++ {
+			r.peerWrite(r.txFrame(frame, 64))
+			frame++
+		}
+	}
+	// Buffers and frames before DRIVER_OK: the worker's first run fills
+	// every buffer, a burst, so it polls.
+	r.rx.AddRxBuffers(8, 2048)
+	r.rx.Kick()
+	burst(8)
+	r.activate()
+	r.waitUsed(r.rx, 8, nil)
+	burst(4) // waits in the backend
+	r.rx.AddRxBuffers(8, 2048)
+	if r.rx.Kick() {
+		t.Fatal("the driver was asked to kick for rx buffers while the device polls")
+	}
+	r.waitUsed(r.rx, 4, nil)
+	burst(4)
+	r.waitUsed(r.rx, 4, nil) // the buffers are used up again
+	// The poll ends (400 ms after the last frame moved) with the device
+	// out of buffers: it asks for a kick again, and gets the next frame
+	// into the next buffer.
+	waitFor(t, "rx kicks back on", func() bool { return r.rx.AvailEvent() == r.rx.AvailIdx() })
+	burst(1)
+	r.rx.AddRxBuffers(1, 2048)
+	if !r.rx.Kick() {
+		t.Fatal("after the poll the driver was not asked to kick for a buffer")
+	}
+	r.waitUsed(r.rx, 1, nil)
+	if k := r.stats(rxQueue).Kicks; k != 2 {
+		t.Errorf("device saw %d rx kicks, want 2 (before DRIVER_OK, after the poll)", k)
+	}
+}

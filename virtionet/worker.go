@@ -47,6 +47,7 @@ type worker struct {
 	backendEOF            bool      // the backend's peer closed: never watch it again
 	polling               bool      // the poll timer is armed
 	txPolling             bool      // busy polling: tx kicks are off, the run loop looks at the ring
+	rxPolling             bool      // busy polling: out of rx buffers, rx kicks are off, the run loop looks for more
 	pollUntil             time.Time // busy polling (PollUs): the worker does not sleep before this
 	pending               [2]int
 	npending              int
@@ -204,8 +205,14 @@ func (w *worker) run() {
 			if w.txPolling {
 				w.enqueue(txQueue)
 			}
+			if w.rxPolling {
+				w.enqueue(rxQueue)
+			}
 		case w.txPolling && !w.throttled[txQueue]:
 			w.enqueue(txQueue) // polling is over: a last look turns kicks back on
+			timeout = 0
+		case w.rxPolling && !w.throttled[rxQueue]:
+			w.enqueue(rxQueue) // the same for rx buffers
 			timeout = 0
 		case w.d.capture != nil:
 			w.d.capture.flush() // about to sleep: let the writer have the frames
