@@ -248,7 +248,7 @@ func (g *guestProc) statsAfter() {
 		sw = now.since(g.swBefore, g.cmd.Process.Pid)
 	}
 	if now, ierr := readHostIRQs("/proc/interrupts"); ierr == nil && g.irqBefore != nil {
-		if cpu, cerr := vcpuCPU("/proc", g.cmd.Process.Pid); cerr == nil && cpu >= 0 {
+		if _, cpu, cerr := vcpuThread("/proc", g.cmd.Process.Pid); cerr == nil && cpu >= 0 {
 			irqs = now.onCPU(g.irqBefore, cpu)
 		}
 	}

@@ -74,13 +74,6 @@ func (h hostIRQs) onCPU(before hostIRQs, cpu int) map[string]uint64 {
 	return d
 }
 
-// vcpuCPU finds the CPU that runs pid's vCPU (vcpuThread); -1 when no
-// thread ran a guest.
-func vcpuCPU(proc string, pid int) (int, error) {
-	_, cpu, err := vcpuThread(proc, pid)
-	return cpu, err
-}
-
 // vcpuThread finds pid's vCPU thread: the thread with the most guest time,
 // and the CPU it last ran on (/proc/PID/task/TID/stat: field 39 is the
 // processor, field 43 guest_time). With one vCPU that thread is the vCPU's,
