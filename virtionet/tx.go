@@ -62,7 +62,7 @@ func (w *worker) handleTx() (requeue bool) {
 			if w.trace != nil {
 				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
 			}
-			w.inBurst(txQueue, true)
+			w.txBurst(true)
 			w.sawWork(pkts)
 			return true
 		}
@@ -71,7 +71,7 @@ func (w *worker) handleTx() (requeue bool) {
 		}
 		publish()
 		if pkts > 0 {
-			w.inBurst(txQueue, pkts >= thr) // a look that found nothing tells nothing about the rate
+			w.txBurst(pkts >= thr) // a look that found nothing tells nothing about the rate
 			w.sawWork(pkts)
 		}
 		// Busy polling (PollUs): kicks stay off; the run loop looks

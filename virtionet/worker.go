@@ -64,8 +64,7 @@ type worker struct {
 	bounceIov []unix.Iovec
 	held      int // rx: the bounce buffer holds a frame of this length, waiting for buffers
 
-	burst   [2]bool // the queue's last run was a burst (WorkerBatch)
-	batchOn bool    // the thread runs under SCHED_BATCH
+	batchOn bool // the thread runs under SCHED_BATCH (WorkerBatch)
 
 	// The rate limiter (ratelimit.go): a throttled queue is not run until
 	// throttleFd fires at its throttleAt.
@@ -446,17 +445,15 @@ func (w *worker) dropRing(err error) {
 	}
 }
 
-// inBurst records whether queue qi's last run was a burst and, with
-// WorkerBatch, runs the thread under SCHED_BATCH while tx is in one: then
-// a kick does not preempt the vCPU that is adding frames. Not in an rx
-// burst: there the vCPU waits for the frames the worker brings, and a
-// batch worker waits for the vCPU's time slice to end (in a 1-CPU nested
-// L1, 2026-12-03: rx 64 B 11,754 pps with SCHED_BATCH in rx bursts,
-// 32,251 without).
-func (w *worker) inBurst(qi int, burst bool) {
-	w.burst[qi] = burst
+// txBurst, with WorkerBatch, runs the thread under SCHED_BATCH while tx's
+// last run was a burst: then a kick does not preempt the vCPU that is
+// adding frames. Not after an rx burst: there the vCPU waits for the
+// frames the worker brings, and a batch worker waits for the vCPU's time
+// slice to end (in a 1-CPU nested L1, 2026-12-03: rx 64 B 11,754 pps with
+// SCHED_BATCH in rx bursts, 32,251 without).
+func (w *worker) txBurst(burst bool) {
 	if w.tuning.WorkerBatch {
-		w.setBatch(w.burst[txQueue])
+		w.setBatch(burst)
 	}
 }
 
