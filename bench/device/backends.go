@@ -88,7 +88,7 @@ func backendRun(mech string, d time.Duration) (BackendRow, error) {
 	var frames, syscalls, cpu atomic.Uint64
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); hostFlood(sfd, frame, &stopSend) }()
+	go func() { defer wg.Done(); hostFlood(sfd, [][]byte{frame}, &stopSend) }()
 	go func() {
 		defer wg.Done()
 		readLoop(mech, rfd, &stopRead, &frames, &syscalls, &cpu)

@@ -105,7 +105,7 @@ func BenchmarkRx(b *testing.B) {
 				var stopSend, stopSink atomic.Bool
 				var wg sync.WaitGroup
 				wg.Add(2)
-				go func() { defer wg.Done(); hostFlood(fd, frame, &stopSend) }()
+				go func() { defer wg.Done(); hostFlood(fd, [][]byte{frame}, &stopSend) }()
 				go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
 				waitFrames(rxFrames, 1000)
 				b.ResetTimer()

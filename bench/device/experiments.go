@@ -227,7 +227,7 @@ func rxRate(afPacket bool, io string, tun virtionet.Tuning, feat uint64, frameLe
 	var stopSend, stopSink atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); hostFlood(fd, frame, &stopSend) }()
+	go func() { defer wg.Done(); hostFlood(fd, [][]byte{frame}, &stopSend) }()
 	go func() { defer wg.Done(); guestSink(env.Guest, &stopSink) }()
 	time.Sleep(30 * time.Millisecond)
 	m := measure(env.Dev, 0, d)

@@ -59,18 +59,21 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
-// hostFlood sends frame on the packet socket fd, batch frames per
-// sendmmsg, until stop is set; it returns the frames the kernel took.
-func hostFlood(fd int, frame []byte, stop *atomic.Bool) uint64 {
+// hostFlood sends frames on the packet socket fd, one after the other
+// round and round, batch frames per sendmmsg, until stop is set; it
+// returns the frames the kernel took.
+func hostFlood(fd int, frames [][]byte, stop *atomic.Bool) uint64 {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	const batch = 32
-	var iov unix.Iovec
-	iov.Base = &frame[0]
-	iov.SetLen(len(frame))
+	iovs := make([]unix.Iovec, len(frames))
+	for i, f := range frames {
+		iovs[i].Base = &f[0]
+		iovs[i].SetLen(len(f))
+	}
 	var msgs [batch]mmsghdr
 	for i := range msgs {
-		msgs[i].hdr.Iov = &iov
+		msgs[i].hdr.Iov = &iovs[i%len(iovs)]
 		msgs[i].hdr.SetIovlen(1)
 	}
 	var sent uint64
@@ -84,6 +87,7 @@ func hostFlood(fd int, frame []byte, stop *atomic.Bool) uint64 {
 			break
 		}
 	}
-	runtime.KeepAlive(frame)
+	runtime.KeepAlive(frames)
+	runtime.KeepAlive(iovs)
 	return sent
 }

@@ -90,9 +90,11 @@ func (e *mqEnv) Close() {
 	e.ns.Close()
 }
 
-// mqThreads is the number of driver threads of every row, and mqProcs
-// Go's GOMAXPROCS during a row.
+// mqThreads is the number of driver threads of every row, mqFlows the
+// UDP flows each rx sending thread takes turns with, and mqProcs Go's
+// GOMAXPROCS during a row.
 const (
+	mqFlows   = 16
 	mqThreads = 2
 	mqProcs   = mqThreads + 2 + 2
 )
@@ -136,9 +138,16 @@ func mqRun(dir string, pairs int, d time.Duration) (MQRow, error) {
 				return row, err
 			}
 			defer unix.Close(fd)
-			frame := ethframe.AppendUDP(nil, e.dev.MAC(), e.hostMAC, HostIP, GuestIP, uint16(5000+i), 9, make([]byte, 64-42))
+			// The tap spreads flows over its queues by a hash seeded at
+			// boot: with a few flows per thread, a queue that gets
+			// none (one in 2^31 boots) is a bug, not the draw.
+			var frames [][]byte
+			for k := range mqFlows {
+				port := uint16(5000 + i*mqFlows + k)
+				frames = append(frames, ethframe.AppendUDP(nil, e.dev.MAC(), e.hostMAC, HostIP, GuestIP, port, 9, make([]byte, 64-42)))
+			}
 			wg.Add(1)
-			go func() { defer wg.Done(); hostFlood(fd, frame, &stop) }()
+			go func() { defer wg.Done(); hostFlood(fd, frames, &stop) }()
 		}
 	}
 	time.Sleep(50 * time.Millisecond)
