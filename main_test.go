@@ -148,6 +148,7 @@ func TestCLIErrors(t *testing.T) {
 		{"bench device runs -1", []string{"bench", "device", "--runs", "-1", "--only", "000", "--thresholds", "1",
 			"--threshold-time", "1ms", "--json", "", "--plot", ""}, 2, "--runs -1"},
 		{"bench e2e runs 0", []string{"bench", "e2e", "--runs", "0", "--secs", "1", "--budget", "1ms"}, 2, "--runs 0"},
+		{"bench e2e unknown cell", []string{"bench", "e2e", "--only", "rx64,rx99", "--budget", "1ms"}, 2, `--only: no cell "rx99"`},
 	}
 	if os.Geteuid() != 0 {
 		cases = append(cases, struct {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -48,6 +49,8 @@ type Options struct {
 	// run, and CPUProfile+".rx" that of its last rx run (a development
 	// flag of bench e2e, --cpuprofile).
 	CPUProfile string
+	// Only, when not empty, keeps just the cells with these keys (--only).
+	Only []string
 }
 
 // DefaultOptions are the settings of `make bench`: about 4 minutes here.
@@ -166,6 +169,24 @@ func (o Options) experiments(r *runner) []experiment {
 	return exps
 }
 
+// cells are the experiments to run: all of them, or those Only names.
+func (o Options) cells(r *runner) ([]experiment, error) {
+	exps := o.experiments(r)
+	if len(o.Only) == 0 {
+		return exps, nil
+	}
+	var keys []string
+	for _, e := range exps {
+		keys = append(keys, e.Key)
+	}
+	for _, k := range o.Only {
+		if !slices.Contains(keys, k) {
+			return nil, fmt.Errorf("bench e2e: --only: no cell %q (cells with these flags: %s)", k, strings.Join(keys, ","))
+		}
+	}
+	return slices.DeleteFunc(exps, func(e experiment) bool { return !slices.Contains(o.Only, e.Key) }), nil
+}
+
 func weightName(w int) string {
 	if w == 0 {
 		return "unlimited"
@@ -216,7 +237,10 @@ func RunE2E(o Options) (*Report, error) {
 	if r.pin != nil {
 		rep.Machine.Pinning = r.pin.String()
 	}
-	exps := o.experiments(r)
+	exps, err := o.cells(r)
+	if err != nil {
+		return nil, err
+	}
 	rep.plan(exps)
 	// Ctrl-C or SIGTERM: no new run starts; the current one ends within
 	// its bounds and cleans up its namespace, and the table shows what ran.

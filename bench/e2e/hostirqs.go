@@ -87,18 +87,9 @@ func vcpuThread(proc string, pid int) (tid, cpu int, err error) {
 	}
 	cpu, most := -1, uint64(0)
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
-		if err != nil {
-			continue // the thread ended
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')') // comm may hold spaces and parens
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+		f := statFields(filepath.Join(dir, e.Name(), "stat"))
 		if len(f) < 43-2 {
-			continue
+			continue // the thread ended
 		}
 		c, err1 := strconv.Atoi(f[39-3])
 		g, err2 := strconv.ParseUint(f[43-3], 10, 64)
@@ -113,10 +104,20 @@ func vcpuThread(proc string, pid int) (tid, cpu int, err error) {
 	return tid, cpu, nil
 }
 
-// threadSwitches are a process's context switches, per thread: how often
-// each thread slept (voluntary: each sleep ends in a wakeup, somewhere)
-// and was preempted, from /proc/PID/task/TID/status.
-type threadSwitches map[string][2]uint64
+// threadSwitches are a process's context switches and CPU time, per
+// thread: how often each thread slept (voluntary: each sleep ends in a
+// wakeup, somewhere) and was preempted, from /proc/PID/task/TID/status,
+// and its CPU time in and out of the guest, from .../stat.
+type threadSwitches map[string]threadCounts
+
+type threadCounts struct {
+	slept, preempted uint64
+	cpu, guest       uint64 // clock ticks (USER_HZ); cpu includes guest
+}
+
+// userHZ is the unit of /proc's CPU times (USER_HZ, 100 on every arch
+// that runs KVM guests here).
+const userHZ = 100
 
 func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "task")
@@ -130,7 +131,7 @@ func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
 		if err != nil {
 			continue // the thread ended
 		}
-		var sw [2]uint64
+		var c threadCounts
 		for _, line := range strings.Split(string(b), "\n") {
 			k, v, ok := strings.Cut(line, ":")
 			if !ok {
@@ -140,33 +141,56 @@ func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
 			switch {
 			case err != nil:
 			case k == "voluntary_ctxt_switches":
-				sw[0] = n
+				c.slept = n
 			case k == "nonvoluntary_ctxt_switches":
-				sw[1] = n
+				c.preempted = n
 			}
 		}
-		ts[e.Name()] = sw
+		if f := statFields(filepath.Join(dir, e.Name(), "stat")); len(f) >= 43-2 {
+			utime, _ := strconv.ParseUint(f[14-3], 10, 64)
+			stime, _ := strconv.ParseUint(f[15-3], 10, 64)
+			c.cpu = utime + stime
+			c.guest, _ = strconv.ParseUint(f[43-3], 10, 64)
+		}
+		ts[e.Name()] = c
 	}
 	return ts, nil
 }
 
+// statFields are the fields of a /proc stat file from field 3 (state) on,
+// nil when it cannot be read: comm, field 2, may hold spaces and parens.
+func statFields(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
 // since sums t - before over the threads: vmm_wakeups (voluntary
 // switches), vmm_preemptions and vmm_threads_woken (threads that slept at
-// least once), and the wakeups of the thread that woke most
-// (vmm_wakeups_max) and of the process's second thread, pid+1
-// (vmm_wakeups_tid2: in a Go program the runtime's sysmon, the first
-// thread it makes; in QEMU its RCU thread). A thread born meanwhile counts
-// whole.
+// least once), the wakeups of the thread that woke most (vmm_wakeups_max)
+// and of the process's second thread, pid+1 (vmm_wakeups_tid2: in a Go
+// program the runtime's sysmon, the first thread it makes; in QEMU its RCU
+// thread), and the CPU time in milliseconds the threads spent outside the
+// guest (vmm_host_cpu_ms: the device's work and the exits' handling) and
+// in it (vmm_guest_cpu_ms). A thread born meanwhile counts whole.
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
-	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0}
+	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0,
+		"vmm_host_cpu_ms": 0, "vmm_guest_cpu_ms": 0}
 	for tid, now := range t {
 		b := before[tid]
-		if now[0] < b[0] || now[1] < b[1] {
+		if now.slept < b.slept || now.preempted < b.preempted || now.cpu < b.cpu || now.guest < b.guest {
 			continue // a thread id reused
 		}
-		woke := now[0] - b[0]
+		woke := now.slept - b.slept
 		d["vmm_wakeups"] += woke
-		d["vmm_preemptions"] += now[1] - b[1]
+		d["vmm_preemptions"] += now.preempted - b.preempted
 		d["vmm_wakeups_max"] = max(d["vmm_wakeups_max"], woke)
 		if tid == strconv.Itoa(pid+1) {
 			d["vmm_wakeups_tid2"] = woke
@@ -174,6 +198,9 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		if woke > 0 {
 			d["vmm_threads_woken"]++
 		}
+		cpu, guest := now.cpu-b.cpu, now.guest-b.guest
+		d["vmm_guest_cpu_ms"] += guest * 1000 / userHZ
+		d["vmm_host_cpu_ms"] += (cpu - min(guest, cpu)) * 1000 / userHZ
 	}
 	return d
 }

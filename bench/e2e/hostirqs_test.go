@@ -63,7 +63,9 @@ func TestHostIRQsOnVCPUsCPU(t *testing.T) {
 
 func TestThreadSwitchesSince(t *testing.T) {
 	proc := t.TempDir()
-	write := func(tid, vol, nonvol string) {
+	// write gives thread tid its switches and its CPU time in ticks:
+	// utime, stime and guest_time (stat fields 14, 15 and 43).
+	write := func(tid, vol, nonvol, utime, stime, guest string) {
 		dir := filepath.Join(proc, "9", "task", tid)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -72,25 +74,33 @@ func TestThreadSwitchesSince(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "status"), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		f := make([]string, 44)
+		for i := range f {
+			f[i] = "0"
+		}
+		f[0], f[1], f[2] = tid, "(tiny vmm)", "S"
+		f[13], f[14], f[42] = utime, stime, guest
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(strings.Join(f, " ")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	write("9", "10", "1")
-	write("10", "5", "0")
+	write("9", "10", "1", "100", "10", "90")
+	write("10", "5", "0", "20", "30", "0")
 	before, err := readThreadSwitches(proc, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write("9", "10", "3")  // preempted twice, never slept
-	write("10", "45", "0") // slept 40 times
-	write("11", "7", "1")  // born in the window
+	write("9", "10", "3", "300", "15", "280") // preempted twice, never slept; 190 ticks in the guest, 15 out
+	write("10", "45", "0", "25", "40", "0")   // slept 40 times; 15 ticks
+	write("11", "7", "1", "1", "2", "0")      // born in the window: 3 ticks
 	after, err := readThreadSwitches(proc, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := after.since(before, 9)
-	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
-		}
+	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
+		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 330}
+	if !maps.Equal(got, want) {
+		t.Errorf("since = %v, want %v", got, want)
 	}
 }

@@ -142,7 +142,7 @@ func (r *runner) rx(sys System, vmmArgs []string) Sample {
 			if err != nil {
 				return failed(err)
 			}
-			return rxSample(o.res.PPS(), float64(o.res.Rx.Good), float64(o.res.Rx.Bad), float64(o.res.Rx.Lost), sent.Sent)
+			return rxSample(o.res.PPS(), float64(o.res.Rx.Good), float64(o.res.Rx.Bad), float64(o.res.Rx.Lost), sent)
 		}
 		var sent SendResult
 		run, err := r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=rx secs=%d", r.secs), func(ready map[string]string) error {
@@ -156,7 +156,7 @@ func (r *runner) rx(sys System, vmmArgs []string) Sample {
 		if err != nil {
 			return failed(err)
 		}
-		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent.Sent)
+		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent)
 		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
 		addExits(&s, run, float64(run.Uint("frames")), float64(run.Uint("kicks")))
 		return s
@@ -182,8 +182,9 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	}
 }
 
-func rxSample(pps, good, bad, lost float64, sent uint64) Sample {
-	s := Sample{Value: pps, Detail: map[string]float64{"received": good, "corrupt": bad, "lost": lost, "sent": float64(sent)}}
+func rxSample(pps, good, bad, lost float64, sent SendResult) Sample {
+	s := Sample{Value: pps, Detail: map[string]float64{"received": good, "corrupt": bad, "lost": lost, "sent": float64(sent.Sent),
+		"sender_cpu_ms": float64(sent.CPU.Milliseconds()), "sender_ms": float64(sent.Duration.Milliseconds())}}
 	switch {
 	case bad > 0:
 		s.Err = fmt.Sprintf("%.0f corrupted frames", bad)

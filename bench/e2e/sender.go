@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/schedstat"
 )
 
 // SendResult is what a host-side flood sent.
 type SendResult struct {
 	Sent     uint64
 	Duration time.Duration
+	CPU      time.Duration // the sending thread's CPU time (ns.Do keeps it on one)
 }
 
 // SendFlood sends bench frames of size bytes to dstMAC through the
@@ -33,7 +38,8 @@ func SendFlood(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Durati
 		for i := range batch {
 			batch[i] = make([]byte, size)
 		}
-		start := time.Now()
+		tid := unix.Gettid()
+		start, cpu0 := time.Now(), schedstat.ThreadCPU(tid)
 		var seq uint64
 		for seq < maxFrames && time.Since(start) < dur {
 			n := min(uint64(len(batch)), maxFrames-seq)
@@ -49,7 +55,7 @@ func SendFlood(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Durati
 				time.Sleep(50 * time.Microsecond) // the queue is full
 			}
 		}
-		res = SendResult{Sent: seq, Duration: time.Since(start)}
+		res = SendResult{Sent: seq, Duration: time.Since(start), CPU: time.Duration(schedstat.ThreadCPU(tid) - cpu0)}
 		return nil
 	})
 	return res, err
