@@ -398,6 +398,22 @@ func (q *Queue) DisableNotify() {
 	q.setUsedFlags(q.usedFlagsSh | UsedFNoNotify)
 }
 
+// SuppressNotify asks the guest not to kick even for its next buffer, for
+// a device that starts polling the ring without having been kicked. With
+// EVENT_IDX avail_event goes just behind the index last read, where the
+// driver has already passed it: it kicks again only once EnableNotify
+// moves it (or after 65,535 more buffers).
+func (q *Queue) SuppressNotify() {
+	if q.bind() != nil {
+		return
+	}
+	if q.EventIdx {
+		q.availEvent.Store(q.seenAvail - 1)
+		return
+	}
+	q.setUsedFlags(q.usedFlagsSh | UsedFNoNotify)
+}
+
 func (q *Queue) setUsedFlags(v uint16) {
 	q.usedFlagsSh = v
 	q.usedFlags.Store(v)

@@ -62,6 +62,10 @@ func (v *VCPU) Close() error {
 	return err
 }
 
+// Thread is the id of the thread that runs the vCPU (Run locks it to one),
+// 0 before its first Run.
+func (v *VCPU) Thread() int { return int(v.tid.Load()) }
+
 // Run enters the guest until an exit that needs the VMM. It retries EINTR
 // (Go's preemption signals) and returns ErrInterrupted once Interrupt was
 // called. After it returns, the exit accessors below decode the exit.

@@ -69,6 +69,10 @@ type Config struct {
 	Trace io.Writer
 	// Log gets one-line notices ("created tap0"); nil discards them.
 	Log func(format string, args ...any)
+	// VCPUThreads, when set, lists the thread ids of the guest's vCPUs
+	// (the VMM sets it): with Tuning.PollLone a worker busy-polls after
+	// lone frames only where it can run on a CPU none of them may use.
+	VCPUThreads func() []int
 }
 
 // Tuning holds the knobs of the vhost-style datapath (vhost-net's weights,
@@ -109,6 +113,15 @@ type Tuning struct {
 	// lone frames (pings) are served at once; the first after a flood may
 	// wait for one time slice.
 	WorkerBatch bool
+	// PollLone lets frames that come alone start busy polling too, not
+	// only bursts, where the worker can run on a CPU that no vCPU thread
+	// may use (Config.VCPUThreads; never when that is unknown). A ping
+	// then finds the worker polling when the guest adds its reply, which
+	// takes no kick (an exit) and no wakeup, as with vhost's busyloop.
+	// Where the worker shares its only CPUs with vCPUs, a poll would hold
+	// the reply until the vCPU's time slice ends, so lone frames keep
+	// their kicks there. Each lone frame costs up to PollUs of CPU.
+	PollLone bool
 }
 
 // DefaultTuning is Linux vhost-net's weights and batch, with busy polling
@@ -126,7 +139,7 @@ func DefaultTuning() Tuning {
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
 		RxWeightPkts: DefaultWeightPkts, RxWeightBytes: DefaultWeightBytes,
 		RxBatch: DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
-		PollUs: DefaultPollUs, WorkerBatch: true,
+		PollUs: DefaultPollUs, WorkerBatch: true, PollLone: true,
 	}
 }
 

@@ -63,11 +63,17 @@ func (u *uringIO) send(fd int, frames [][]unix.Iovec, res []int) (calls int, err
 
 // recv reads in waves of one io_uring_enter each until the slots are full
 // or a read finds the backend empty. A read that finds nothing costs
-// little but not nothing, so the first wave is as deep as the last batch
-// was, and each next one twice as deep.
+// little but not nothing, so the first wave is as deep as the last recv
+// read (twice that when it filled every slot: a batch that goes on into
+// more slots goes on doubling), and each next one twice as deep.
 func (u *uringIO) recv(fd int, slots [][]unix.Iovec, got []int) (n, calls int, err error) {
 	frames, wave := 0, u.wave
-	defer func() { u.wave = max(frames, minRxWave) }()
+	defer func() {
+		u.wave = max(frames, minRxWave)
+		if frames > 0 && frames == len(slots) {
+			u.wave = 2 * frames
+		}
+	}()
 	for n < len(slots) {
 		k := min(wave, len(slots)-n, u.ring.Entries())
 		queued := 0

@@ -41,6 +41,7 @@ type rigOptions struct {
 	pcap      string  // Config.Pcap
 	rxLimit   RateLimit
 	txLimit   RateLimit
+	vcpus     func() []int // Config.VCPUThreads
 }
 
 // rigIOs are the frame-I/O mechanisms a rig can run (rigOptions.io):
@@ -103,7 +104,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		b = o.backend
 	}
 	r.dev, err = NewWithBackend(Config{Ifname: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
-		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit}, b)
+		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit, VCPUThreads: o.vcpus}, b)
 	if err != nil {
 		t.Fatal(err)
 	}

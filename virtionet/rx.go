@@ -86,7 +86,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 	}
 	limit = w.rxRateLimit(limit)
 	frames, res := 0, rxBatchFull
-	whole, err := w.popWhole(limit)
+	whole, err := w.popWhole(p.popWant(limit))
 	switch {
 	case err != nil:
 		w.breakQueue(rxQueue, err)
@@ -99,7 +99,23 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 			frames += more
 		}
 	case whole > 0:
-		frames, res = w.readWhole(pkts, bytes)
+		frames, res = w.readWhole(0, pkts, bytes)
+		for res == rxBatchFull && p.unconsumed() == 0 && len(p.chains) < limit {
+			// Every chain took a frame: the backend may hold more.
+			from := len(p.chains)
+			if _, err := w.popWhole(limit); err != nil {
+				w.breakQueue(rxQueue, err)
+				res = rxBroken
+				break
+			}
+			if len(p.chains) == from {
+				break
+			}
+			var more int
+			more, res = w.readWhole(from, pkts, bytes)
+			frames += more
+		}
+		p.want = 2 * frames
 	case len(p.chains) == 0:
 		res = rxNoBuffers
 	default:
@@ -111,16 +127,18 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 	if frames > 0 {
 		w.p.counters[rxQueue].batch(frames)
 		if w.trace != nil {
+			w.trace.event("rx", "popped", "chains", len(p.chains)) // given back: those left over
 			w.trace.event("rx", "batch", "", frames)
 		}
+		w.pollTxToo(*pkts) // before the guest sees the frames: it may answer at once
 		w.publish(rxQueue)
 	}
 	return res
 }
 
-// popWhole pops up to limit chains that can each take any frame whole,
-// and returns how many. A chain that cannot is left in the pool when it is
-// the first, and given back otherwise.
+// popWhole pops chains that can each take any frame whole until the pool
+// holds limit, and returns how many it holds. A chain that cannot is left
+// in the pool when it is the first, and given back otherwise.
 func (w *worker) popWhole(limit int) (int, error) {
 	p := &w.rx
 	for len(p.chains) < limit {
@@ -140,18 +158,19 @@ func (w *worker) popWhole(limit int) (int, error) {
 	return len(p.chains), nil
 }
 
-// readWhole reads frames into the pooled chains, one each, with one
-// frameIO.recv. A slot left without a frame, or with a frame that was
-// dropped, is filled by moving the next frame down, so that frames take
-// chains in order and the unused ones can be given back.
-func (w *worker) readWhole(pkts, bytes *int) (frames int, res rxResult) {
+// readWhole reads frames into the pooled chains from the from'th on, one
+// each, with one frameIO.recv. A slot left without a frame, or with a
+// frame that was dropped, is filled by moving the next frame down, so that
+// frames take chains in order and the unused ones can be given back.
+func (w *worker) readWhole(from int, pkts, bytes *int) (frames int, res rxResult) {
 	p, c := &w.rx, &w.p.counters[rxQueue]
+	chains := p.chains[from:]
 	w.slots = w.slots[:0]
-	for i := range p.chains {
-		w.slots = append(w.slots, p.slot(i))
+	for i := range chains {
+		w.slots = append(w.slots, p.slot(from+i))
 	}
 	w.got = w.got[:0]
-	for range p.chains {
+	for range chains {
 		w.got = append(w.got, 0)
 	}
 	n, calls, err := w.io.recv(w.fd, w.slots, w.got)
@@ -162,10 +181,10 @@ func (w *worker) readWhole(pkts, bytes *int) (frames int, res rxResult) {
 			continue // no frame in this slot
 		}
 		*pkts++ // a dropped frame was work too: it counts for the weight
-		if !w.frameFits(got, p.chains[i].capacity) {
+		if !w.frameFits(got, chains[i].capacity) {
 			continue
 		}
-		if i != p.next {
+		if from+i != p.next {
 			to := p.chains[p.next]
 			scatter(p.iovs[to.start:to.end], gather(w.scratchBuf(), w.slots[i], got))
 		}
@@ -176,7 +195,7 @@ func (w *worker) readWhole(pkts, bytes *int) (frames int, res rxResult) {
 		return frames, w.rxStopped(err)
 	case overWeight(c, *pkts, *bytes, w.tuning.RxWeightPkts, w.tuning.RxWeightBytes):
 		return frames, rxBudget
-	case n < len(p.chains):
+	case n < len(chains):
 		return frames, rxBackendEmpty // epoll says when more arrive
 	}
 	return frames, rxBatchFull

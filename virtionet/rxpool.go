@@ -24,7 +24,16 @@ type rxPool struct {
 	chains []rxChain
 	next   int    // first unconsumed chain
 	over   []byte // the overflow byte: a frame that reaches it was too long
+	want   int    // whole chains the next batch pops (see popWant)
 }
+
+// minRxPop is the fewest whole chains a batch pops. A batch pops twice as
+// many chains as the last one filled, so a lone frame (a ping) costs a few
+// pops and rewinds, not RxBatch of them, while a flood soon pops RxBatch.
+const minRxPop = 4
+
+// popWant is how many whole chains the next batch pops, at most limit.
+func (p *rxPool) popWant(limit int) int { return min(limit, max(p.want, minRxPop)) }
 
 func (p *rxPool) reset() {
 	p.iovs, p.chains, p.next = p.iovs[:0], p.chains[:0], 0

@@ -11,6 +11,7 @@ import (
 //	+12.345678 tx kick
 //	+12.345690 tx pop head=3 bufs=2
 //	+12.345702 tx budget pkts=256 bytes=11008
+//	+12.345709 rx popped chains=64
 //	+12.345710 rx batch 64
 //	+12.345711 rx used published
 //	+12.345712 rx irq

@@ -2,8 +2,11 @@ package virtionet
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // In tx poll mode a burst leaves the guest's kicks off: chains it adds
@@ -82,4 +85,79 @@ func testLoneFrameKeepsKicks(t *testing.T, io string) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// A lone frame in, where the worker has a CPU no vCPU may use (PollLone):
+// the worker polls after it with tx kicks off, so the guest's answer goes
+// out without a kick, with and without EVENT_IDX; once the poll is over,
+// kicks are back on. The vCPU is a thread pinned to the last CPU.
+func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io string) {
+	vcpu := pinnedThread(t)
+	for _, eventIdx := range []bool{true, false} {
+		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {
+			tun := DefaultTuning()
+			tun.PollUs = 300_000 // long: the reply comes while it polls
+			feat := uint64(0)
+			if !eventIdx {
+				feat = allBut(FeatEventIdx)
+			}
+			r := newRig(t, rigOptions{io: io, tuning: tun, features: feat, vcpus: func() []int { return []int{vcpu} }})
+			r.rx.AddRxBuffers(8, 2048)
+			r.activate()
+			r.rx.Kick()
+			r.peerWrite(r.txFrame(0, 64))
+			r.waitUsed(r.rx, 1, nil)
+			r.txBurst(1, 60) // the answer
+			if r.tx.Kick() {
+				t.Fatal("the driver was asked to kick for the answer while the device polls")
+			}
+			r.drainPeer(1)
+			r.waitUsed(r.tx, 1, nil)
+			waitFor(t, "kicks back on", func() bool {
+				if eventIdx {
+					return r.tx.AvailEvent() == r.tx.AvailIdx()
+				}
+				return r.tx.UsedFlags()&1 == 0
+			})
+			r.txBurst(1, 60)
+			if !r.tx.Kick() {
+				t.Fatal("after the poll the next chain was not kicked")
+			}
+			r.drainPeer(1)
+		})
+	}
+}
+
+// pinnedThread is the id of a thread, alive until the test ends, that may
+// run only on the last CPU, as a pinned vCPU's; the test is skipped with
+// one CPU (there a worker has no CPU of its own).
+func pinnedThread(t *testing.T) int {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil || all.Count() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	last := -1
+	for c := 0; c < len(all)*64; c++ {
+		if all.IsSet(c) {
+			last = c
+		}
+	}
+	tid, done := make(chan int), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		var one unix.CPUSet
+		one.Set(last)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			tid <- -1
+			return
+		}
+		tid <- unix.Gettid()
+		<-done
+	}()
+	id := <-tid
+	if id < 0 {
+		t.Skip("cannot pin a thread")
+	}
+	t.Cleanup(func() { close(done) })
+	return id
 }

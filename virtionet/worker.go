@@ -66,6 +66,11 @@ type worker struct {
 
 	batchOn bool // the thread runs under SCHED_BATCH (WorkerBatch)
 
+	// PollLone (cpus.go): whether the worker may run where no vCPU does,
+	// as last checked.
+	cpuOfItsOwn   bool
+	cpusCheckedAt time.Time
+
 	// The rate limiter (ratelimit.go): a throttled queue is not run until
 	// throttleFd fires at its throttleAt.
 	throttleFd int
@@ -367,16 +372,34 @@ func (w *worker) dropBackend() {
 
 // sawWork starts busy polling after a run that moved a burst (pkts of
 // NotifyThreshold or more) and extends it after any run that moved
-// frames: lone frames (a ping) never start it, so they keep their kicks
+// frames. Lone frames (a ping) start it only with PollLone, where the
+// worker can keep off the vCPUs' CPUs; elsewhere they keep their kicks
 // and wakeups, which on a shared CPU come sooner than the worker's next
 // turn after a yield.
 func (w *worker) sawWork(pkts int) {
-	if w.tuning.PollUs <= 0 || pkts == 0 {
-		return
-	}
-	if pkts >= max(w.tuning.NotifyThreshold, 1) || w.busyPolling() {
+	if w.pollsAfter(pkts) {
 		w.pollUntil = time.Now().Add(time.Duration(w.tuning.PollUs) * time.Microsecond)
 	}
+}
+
+// pollsAfter reports whether a run that has moved pkts frames starts or
+// extends busy polling (sawWork).
+func (w *worker) pollsAfter(pkts int) bool {
+	return w.tuning.PollUs > 0 && pkts > 0 &&
+		(pkts >= max(w.tuning.NotifyThreshold, 1) || w.busyPolling() || w.pollsLone())
+}
+
+// pollTxToo, when an rx run that has moved pkts frames goes on to busy
+// polling, has the poll take in the tx ring too, its kicks off, as vhost's
+// busyloop does: a guest that answers what it got (a ping) adds the reply
+// without an exit and without waking the worker. The run loop's last look
+// turns the kicks back on.
+func (w *worker) pollTxToo(pkts int) {
+	if !w.pollsAfter(pkts) || w.txPolling || w.throttled[txQueue] || w.broken[txQueue] {
+		return
+	}
+	w.q[txQueue].SuppressNotify()
+	w.txPolling = true
 }
 
 // busyPolling reports whether the worker polls instead of sleeping.

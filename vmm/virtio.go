@@ -28,6 +28,7 @@ func (m *machine) openNets() error {
 		if cfg.Log == nil {
 			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
 		}
+		cfg.VCPUThreads = m.vcpuThreads
 		var dev *virtionet.Device
 		var err error
 		if nc.User != nil {
@@ -42,6 +43,18 @@ func (m *machine) openNets() error {
 		m.nets = append(m.nets, &netDevice{dev: dev})
 	}
 	return nil
+}
+
+// vcpuThreads are the ids of the vCPU threads that have run so far: the
+// net devices' workers look at where these may run (Tuning.PollLone).
+func (m *machine) vcpuThreads() []int {
+	var tids []int
+	for _, c := range m.cpus {
+		if t := c.Thread(); t != 0 {
+			tids = append(tids, t)
+		}
+	}
+	return tids
 }
 
 // openUserNet starts a user-mode network (a tinyvmm-usernet process, see
