@@ -133,7 +133,10 @@ type Tuning struct {
 // and ends PollUs after the last frame, so a quiet NIC costs no CPU. (They
 // were off for a while because make test-nested froze L1 more often with
 // them; the freezes turned out to be QEMU's lost timer interrupt, which
-// the nested runner's nudge now wakes, test/nested/README.md.)
+// the nested runner's nudge now wakes, test/nested/README.md.) PollLone
+// is on: in a 2-CPU L1 with the vCPU pinned apart it took idle ping from
+// 1.02-1.11x QEMU's to 0.82x (README, Performance, 18:33), and it stays off
+// by itself where the worker has no CPU without a vCPU.
 func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,

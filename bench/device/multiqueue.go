@@ -224,7 +224,7 @@ func printMQ(o Options, rows []MQRow) {
 	fmt.Fprintf(o.Out, "Multiqueue: 64-byte frames with %d driver threads, 1 queue pair (the threads share it\n", mqThreads)
 	fmt.Fprintf(o.Out, "under a lock; single-queue tap) vs 2 pairs (a thread, a worker and a tap queue each;\n")
 	fmt.Fprintf(o.Out, "multi_queue tap). tx: the guest floods a MAC nobody has; rx: %d AF_PACKET senders on the\n", mqThreads)
-	fmt.Fprintf(o.Out, "host side, one UDP flow each, which the tap spreads over its queues. %v per run;\n", o.MQRun)
+	fmt.Fprintf(o.Out, "host side, %d UDP flows each, which the tap spreads over its queues. %v per run;\n", mqFlows, o.MQRun)
 	fmt.Fprintf(o.Out, "GOMAXPROCS %d in every row (a P per thread and two more, as the VMM reserves).\n\n", mqProcs)
 	fmt.Fprintf(o.Out, "%-5s %12s %12s %8s %20s %22s\n", "dir", "1 pair pps", "2 pairs pps", "scaling", "pair 0 / pair 1 pps", "worker ns/frame 1/2")
 	for _, dir := range []string{"tx", "rx"} {
