@@ -70,7 +70,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.IntVar(&f.tuning.NotifyThreshold, "notify-threshold", f.tuning.NotifyThreshold, "tx chains completed between two used-index publishes")
 	fs.IntVar(&f.tuning.RxIrqGapUs, "rx-irq-us", f.tuning.RxIrqGapUs, "rx interrupt moderation: at least N us between two rx interrupts; one due sooner waits and covers what arrives meanwhile (0: off)")
 	fs.BoolVar(&f.tuning.PollLone, "poll-lone", f.tuning.PollLone, "busy poll (--poll-us) after frames that come alone too, such as a ping and its reply, when the device's worker can run on a CPU that no vCPU thread may use: the reply then needs no kick and no wakeup; it costs up to --poll-us of CPU per lone frame (on by default; --poll-lone=false: off)")
-	fs.BoolVar(&f.tuning.WorkerBatch, "worker-batch", f.tuning.WorkerBatch, "run the device worker under SCHED_BATCH during tx bursts: on a busy CPU a kick does not preempt the vCPU that is adding frames (on by default; --worker-batch=false: off)")
+	fs.BoolVar(&f.tuning.WorkerBatch, "worker-batch", f.tuning.WorkerBatch, "run the device worker under SCHED_BATCH during tx bursts (a kick on a busy CPU does not preempt the vCPU that is adding frames), and during rx bursts where the worker can run on a CPU no vCPU thread may use (a frame from the tap does not preempt its sender) (on by default; --worker-batch=false: off)")
 	fs.IntVar(&f.tuning.PollUs, "poll-us", f.tuning.PollUs, "busy poll after a burst: for N us after the last frame keep the guest's tx kicks (and rx kicks, when rx buffers run out) off and look at the rings and the tap again after each sched_yield instead of sleeping (0: off)")
 	return fs
 }

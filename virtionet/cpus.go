@@ -13,8 +13,12 @@ const cpuCheckEvery = time.Second
 
 // pollsLone reports whether frames that come alone start busy polling
 // (Tuning.PollLone): only where this worker can keep off the vCPUs' CPUs.
-func (w *worker) pollsLone() bool {
-	if !w.tuning.PollLone || w.d.cfg.VCPUThreads == nil {
+func (w *worker) pollsLone() bool { return w.tuning.PollLone && w.ownCPU() }
+
+// ownCPU reports whether this worker can run where no vCPU may, as last
+// looked at (every cpuCheckEvery); false while the vCPUs are unknown.
+func (w *worker) ownCPU() bool {
+	if w.d.cfg.VCPUThreads == nil {
 		return false
 	}
 	if now := time.Now(); now.Sub(w.cpusCheckedAt) > cpuCheckEvery {

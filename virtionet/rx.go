@@ -34,12 +34,16 @@ func (w *worker) handleRx() (requeue bool) {
 		switch w.rxBatch(&pkts, &bytes) {
 		case rxBatchFull:
 		case rxBudget:
+			w.rxBurst(true)
 			w.sawWork(pkts)
 			if w.trace != nil {
 				w.trace.event("rx", "budget", "pkts", pkts, "bytes", bytes)
 			}
 			return true
 		case rxBackendEmpty:
+			if pkts > 0 { // a look that found nothing tells nothing about the rate
+				w.rxBurst(pkts >= max(w.tuning.NotifyThreshold, 1))
+			}
 			w.sawWork(pkts) // nothing for a wake that found nothing
 			if w.backendEOF {
 				w.dropBackend()

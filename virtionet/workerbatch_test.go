@@ -67,7 +67,8 @@ func TestWorkerBatchFollowsBursts(t *testing.T) {
 }
 
 // An rx burst leaves the worker under the normal policy even with
-// WorkerBatch: the vCPU is waiting for those frames, and a batch thread
+// WorkerBatch where it may share the vCPUs' CPUs (here: the vCPUs are
+// unknown): the vCPU is waiting for those frames, and a batch thread
 // would wait for the vCPU's time slice to end.
 func TestWorkerBatchNotInRxBursts(t *testing.T) {
 	tun := DefaultTuning()
@@ -87,4 +88,26 @@ func TestWorkerBatchNotInRxBursts(t *testing.T) {
 	if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
 		t.Fatalf("policy %d after an rx burst, want normal (%d)", p, unix.SCHED_NORMAL)
 	}
+}
+
+// Where the worker has a CPU no vCPU may use (the vCPU is a thread pinned
+// to the last CPU), an rx burst runs it under SCHED_BATCH, and a lone rx
+// frame makes it normal again.
+func TestWorkerBatchInRxBurstsOnACPUOfItsOwn(t *testing.T) {
+	vcpu := pinnedThread(t)
+	tun := DefaultTuning()
+	tun.WorkerBatch, tun.NotifyThreshold, tun.PollUs = true, 8, 0
+	r := newRig(t, rigOptions{tuning: tun, features: uint64(FeatVersion1 | FeatMAC | FeatMrgRxBuf),
+		vcpus: func() []int { return []int{vcpu} }})
+	r.rx.AddRxBuffers(64, 2048)
+	for i := 0; i < 32; i++ { // waiting before DRIVER_OK: one run takes them all
+		r.peerWrite(r.txFrame(i, 60))
+	}
+	r.activate()
+	tid := workerThread(t, r)
+	r.waitUsed(r.rx, 32, nil)
+	waitFor(t, "SCHED_BATCH after an rx burst", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
+	r.peerWrite(r.txFrame(32, 60))
+	r.waitUsed(r.rx, 1, nil)
+	waitFor(t, "the normal policy after a lone rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
 }
