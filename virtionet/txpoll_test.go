@@ -43,12 +43,7 @@ func testTxPollModeKeepsKicksOff(t *testing.T, io string) {
 				r.waitUsed(r.tx, 8, nil)
 			}
 			// Idle: one look finds nothing and turns kicks back on.
-			waitFor(t, "kicks back on", func() bool {
-				if eventIdx {
-					return r.tx.AvailEvent() == r.tx.AvailIdx()
-				}
-				return r.tx.UsedFlags()&1 == 0
-			})
+			waitFor(t, "kicks back on", func() bool { return txKicksOn(r, eventIdx) })
 			r.txBurst(1, 60)
 			if !r.tx.Kick() {
 				t.Fatal("after the ring went idle the next chain was not kicked")
@@ -113,12 +108,7 @@ func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io string) {
 			}
 			r.drainPeer(1)
 			r.waitUsed(r.tx, 1, nil)
-			waitFor(t, "kicks back on", func() bool {
-				if eventIdx {
-					return r.tx.AvailEvent() == r.tx.AvailIdx()
-				}
-				return r.tx.UsedFlags()&1 == 0
-			})
+			waitFor(t, "kicks back on", func() bool { return txKicksOn(r, eventIdx) })
 			r.txBurst(1, 60)
 			if !r.tx.Kick() {
 				t.Fatal("after the poll the next chain was not kicked")
@@ -126,6 +116,16 @@ func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io string) {
 			r.drainPeer(1)
 		})
 	}
+}
+
+// txKicksOn reports whether the device asks the driver to kick for its
+// next tx chain: avail_event at the driver's index (EVENT_IDX), or
+// NO_NOTIFY clear.
+func txKicksOn(r *rig, eventIdx bool) bool {
+	if eventIdx {
+		return r.tx.AvailEvent() == r.tx.AvailIdx()
+	}
+	return r.tx.UsedFlags()&1 == 0
 }
 
 // pinnedThread is the id of a thread, alive until the test ends, that may

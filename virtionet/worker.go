@@ -395,7 +395,7 @@ func (w *worker) pollsAfter(pkts int) bool {
 // without an exit and without waking the worker. The run loop's last look
 // turns the kicks back on.
 func (w *worker) pollTxToo(pkts int) {
-	if !w.pollsAfter(pkts) || w.txPolling || w.throttled[txQueue] || w.broken[txQueue] {
+	if w.txPolling || w.throttled[txQueue] || w.broken[txQueue] || !w.pollsAfter(pkts) {
 		return
 	}
 	w.q[txQueue].SuppressNotify()
