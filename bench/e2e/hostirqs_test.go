@@ -91,7 +91,7 @@ func TestThreadSwitchesSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("9", "10", "3", "300", "15", "280") // preempted twice, never slept; 190 ticks in the guest, 15 out
-	write("10", "45", "0", "25", "40", "0")   // slept 40 times; 15 ticks
+	write("10", "45", "0", "25", "45", "0")   // slept 40 times; 5 ticks in user space, 15 in the kernel: the busiest
 	write("11", "7", "1", "1", "2", "0")      // born in the window: 3 ticks
 	after, err := readThreadSwitches(proc, 9)
 	if err != nil {
@@ -99,7 +99,8 @@ func TestThreadSwitchesSince(t *testing.T) {
 	}
 	got := after.since(before, 9)
 	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
-		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 330}
+		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 380, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 220,
+		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150}
 	if !maps.Equal(got, want) {
 		t.Errorf("since = %v, want %v", got, want)
 	}
