@@ -151,6 +151,11 @@ func (d *Device) openRing(p *pair) bool {
 		d.cfg.Log("net %s: io_uring unavailable (%v); one writev per frame", d.cfg.Ifname, err)
 		return false
 	}
+	// Fixed file: no fget/fput per request. Where it fails the ring
+	// still works, looking the fd up each time.
+	if err := r.RegisterFile(p.fd); err != nil {
+		d.cfg.Log("net %s: io_uring: %v; the ring looks the tap up per request", d.cfg.Ifname, err)
+	}
 	p.ring = r
 	return true
 }

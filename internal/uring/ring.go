@@ -16,6 +16,9 @@ const (
 
 	rwfNowait = 0x8 // RWF_NOWAIT
 
+	sqeFixedFile  = 1 << 0 // IOSQE_FIXED_FILE
+	registerFiles = 2      // IORING_REGISTER_FILES
+
 	featSingleMmap = 1 << 0 // IORING_FEAT_SINGLE_MMAP
 	enterGetEvents = 1 << 0 // IORING_ENTER_GETEVENTS
 
@@ -76,6 +79,7 @@ type Ring struct {
 	cqMask         uint32
 	cqes           []cqe
 	tail           uint32 // our SQ tail: queued, not yet handed to the kernel
+	fixed          int    // the fd registered as fixed file 0 (RegisterFile), or -1
 }
 
 // New sets up a ring with room for entries requests in flight (a power of
@@ -87,7 +91,7 @@ func New(entries uint32) (*Ring, error) {
 	if e != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", e)
 	}
-	r := &Ring{fd: int(fd)}
+	r := &Ring{fd: int(fd), fixed: -1}
 	if err := r.mmap(&p); err != nil {
 		r.Close()
 		return nil, err
@@ -139,6 +143,23 @@ func (r *Ring) Fd() int { return r.fd }
 // Entries is how many requests may be queued before a Submit.
 func (r *Ring) Entries() int { return len(r.sqes) }
 
+// RegisterFile makes fd the ring's fixed file: requests on fd then skip
+// the file table lookup and the reference count taken and dropped per
+// request (fget/fput; in the nested L1 about 4% of an rx worker's
+// CPU). The ring holds its own reference to the file until Close, so fd
+// must stay open, and not be reused for another file, as long as the
+// ring is in use.
+func (r *Ring) RegisterFile(fd int) error {
+	fds := []int32{int32(fd)}
+	_, _, e := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerFiles,
+		uintptr(unsafe.Pointer(&fds[0])), 1, 0, 0)
+	if e != 0 {
+		return fmt.Errorf("io_uring_register files: %w", e)
+	}
+	r.fixed = fd
+	return nil
+}
+
 // Readv queues a readv of fd into iov; it returns false when the ring is
 // full. It never waits for data (RWF_NOWAIT): where none is there it
 // completes with -EAGAIN. Without that flag io_uring would park the read
@@ -160,8 +181,12 @@ func (r *Ring) queue(op uint8, rwFlags uint32, fd int, iov []unix.Iovec, userDat
 	if len(iov) == 0 || r.tail-atomic.LoadUint32(r.sqHead) >= uint32(len(r.sqes)) {
 		return false
 	}
+	var flags uint8
+	if fd == r.fixed {
+		fd, flags = 0, sqeFixedFile // index 0 of the registered files
+	}
 	r.sqes[r.tail&r.sqMask] = sqe{
-		opcode: op, fd: int32(fd),
+		opcode: op, flags: flags, fd: int32(fd),
 		off:  ^uint64(0), // -1: the file's own position; a tap has none
 		addr: uint64(uintptr(unsafe.Pointer(&iov[0]))), len: uint32(len(iov)),
 		rwFlags: rwFlags, userData: userData,

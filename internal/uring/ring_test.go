@@ -186,3 +186,35 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal(fmt.Errorf("second close: %w", err))
 	}
 }
+
+// TestRegisterFileReadsTheRegisteredFile: once fd is the ring's fixed file,
+// requests on fd reach the file registered, not whatever fd names in the
+// file table later (here another socket dup2'd over it): the ring no
+// longer looks fd up per request.
+func TestRegisterFileReadsTheRegisteredFile(t *testing.T) {
+	r := newRing(t, 4)
+	fd, peer := seqpacket(t)
+	if err := r.RegisterFile(fd); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := seqpacket(t)
+	if err := unix.Dup2(other, fd); err != nil { // fd now names the other socket
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(peer, []byte("registered")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	iovs := []unix.Iovec{iov(buf)}
+	if !r.Readv(fd, iovs, 7) {
+		t.Fatal("ring refused the read")
+	}
+	if _, err := r.Submit(1); err != nil {
+		t.Fatal(err)
+	}
+	var res int32
+	r.Reap(func(_ uint64, v int32) { res = v })
+	if res != int32(len("registered")) || string(buf[:res]) != "registered" {
+		t.Fatalf("read res %d (%q), want the registered socket's message", res, buf[:max(res, 0)])
+	}
+}
