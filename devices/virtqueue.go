@@ -24,7 +24,8 @@ const (
 type Desc struct {
 	Addr  uint64
 	Len   uint32
-	Write bool // device-writable
+	Write bool   // device-writable
+	Buf   []byte // the Len bytes at Addr, aliasing guest memory (Pop checked the range)
 }
 
 // Chain is one available descriptor chain: readable buffers first, then
@@ -297,7 +298,8 @@ func (q *Queue) walk(head uint16) ([]Desc, error) {
 			table, tableLen, indirect, idx = t, n/DescSize, true, 0
 			continue
 		}
-		if _, err := q.Mem.Slice(addr, uint64(n)); err != nil {
+		buf, err := q.Mem.Slice(addr, uint64(n))
+		if err != nil {
 			return nil, q.fail("chain from head %d: buffer: %v", head, err)
 		}
 		write := flags&DescFWrite != 0
@@ -305,7 +307,7 @@ func (q *Queue) walk(head uint16) ([]Desc, error) {
 			return nil, q.fail("chain from head %d: a readable buffer after a writable one", head)
 		}
 		sawWrite = sawWrite || write
-		bufs = append(bufs, Desc{Addr: addr, Len: n, Write: write})
+		bufs = append(bufs, Desc{Addr: addr, Len: n, Write: write, Buf: buf})
 		if flags&DescFNext == 0 {
 			q.bufs = bufs
 			return bufs, nil

@@ -28,7 +28,6 @@ type counters struct {
 type worker struct {
 	d    *Device
 	q    *devices.Queue
-	mem  devices.Memory
 	kick int
 	irq  devices.Interrupt
 	fail func(error)
@@ -49,7 +48,7 @@ func newWorker(d *Device, a devices.Activation) (*worker, error) {
 		return nil, fmt.Errorf("virtio-9p: stop eventfd: %w", err)
 	}
 	w := &worker{
-		d: d, q: a.Queues[0], mem: a.Mem, kick: a.Kicks[0], fail: a.Fail,
+		d: d, q: a.Queues[0], kick: a.Kicks[0], fail: a.Fail,
 		stopFD: fd, quit: make(chan struct{}), done: make(chan struct{}),
 		conn: newConn(), msize: maxMessage,
 	}
@@ -146,10 +145,7 @@ func (w *worker) serve(c devices.Chain) (written int, alive bool) {
 	w.req, w.wbufs = w.req[:0], w.wbufs[:0]
 	capacity, tooBig := 0, false
 	for _, b := range c.Bufs {
-		s, err := w.mem.Slice(b.Addr, uint64(b.Len))
-		if err != nil {
-			return 0, true // Pop checked every buffer; not reached
-		}
+		s := b.Buf
 		switch {
 		case b.Write:
 			w.wbufs = append(w.wbufs, s)

@@ -38,7 +38,6 @@ const (
 type ctrlQueue struct {
 	d        *Device
 	q        *devices.Queue
-	mem      devices.Memory
 	kick     int
 	irq      devices.Interrupt
 	fail     func(error)
@@ -49,7 +48,7 @@ type ctrlQueue struct {
 }
 
 func newCtrlQueue(d *Device, a devices.Activation, qi int) (*ctrlQueue, error) {
-	c := &ctrlQueue{d: d, q: a.Queues[qi], mem: a.Mem, kick: a.Kicks[qi], fail: a.Fail, done: make(chan struct{})}
+	c := &ctrlQueue{d: d, q: a.Queues[qi], kick: a.Kicks[qi], fail: a.Fail, done: make(chan struct{})}
 	if qi < len(a.Interrupts) {
 		c.irq = a.Interrupts[qi]
 	}
@@ -133,10 +132,7 @@ func (c *ctrlQueue) publish() {
 func (c *ctrlQueue) command(ch devices.Chain) uint32 {
 	in, ack := 0, []byte(nil)
 	for _, b := range ch.Bufs {
-		buf, err := c.mem.Slice(b.Addr, uint64(b.Len)) // Pop checked it
-		if err != nil {
-			continue
-		}
+		buf := b.Buf
 		if b.Write {
 			if ack == nil && len(buf) > 0 {
 				ack = buf[:1]

@@ -71,8 +71,7 @@ func (w *worker) popRx() (bool, error) {
 			return false, fmt.Errorf("%w from head %d has a device-readable buffer", errRxChain, chain.Head)
 		}
 		if d.Len > 0 {
-			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
-			p.iovs = append(p.iovs, iovec(buf))
+			p.iovs = append(p.iovs, iovec(d.Buf))
 			rc.capacity += int(d.Len)
 		}
 	}

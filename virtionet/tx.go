@@ -177,16 +177,14 @@ func (w *worker) stageTx(chain devices.Chain) bool {
 			return true
 		}
 		for _, d := range chain.Bufs {
-			buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
-			frame = append(frame, buf...)
+			frame = append(frame, d.Buf...)
 		}
 		g.iovs = append(g.iovs, iovec(frame))
 		g.linear = true
 	default:
 		for _, d := range chain.Bufs {
 			if d.Len > 0 {
-				buf, _ := w.mem.Slice(d.Addr, uint64(d.Len)) // Pop checked it
-				g.iovs = append(g.iovs, iovec(buf))
+				g.iovs = append(g.iovs, iovec(d.Buf))
 			}
 		}
 	}

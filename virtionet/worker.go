@@ -22,7 +22,6 @@ const burstPollNs = 50_000
 type worker struct {
 	d      *Device
 	p      *pair // the pair it serves: its fd, ring and counters
-	mem    devices.Memory
 	acked  uint64
 	tuning Tuning
 	trace  *tracer
@@ -80,7 +79,7 @@ type worker struct {
 
 func newWorker(d *Device, p *pair, a devices.Activation) (*worker, error) {
 	w := &worker{
-		d: d, p: p, mem: a.Mem, acked: a.Features, tuning: d.cfg.Tuning,
+		d: d, p: p, acked: a.Features, tuning: d.cfg.Tuning,
 		trace:     newTracer(p.trace),
 		hdrLen:    vnetHdrLen(a.Features),
 		maxFrame:  maxRxFrame(a.Features, d.cfg.MTU),
