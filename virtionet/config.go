@@ -111,8 +111,8 @@ type Tuning struct {
 	// waits for its turn and finds more work; on an idle CPU it runs at
 	// once. A short run ends the burst and the thread is normal again, so
 	// lone frames (pings) are served at once; the first after a flood may
-	// wait for one time slice. rx bursts do the same where the worker has
-	// a CPU no vCPU may use (as PollLone decides): a frame from the backend
+	// wait for one time slice. rx bursts do the same where the worker and
+	// the vCPUs are pinned to different CPUs: a frame from the backend
 	// then does not preempt its sender, and the worker takes more per turn.
 	WorkerBatch bool
 	// PollLone lets frames that come alone start busy polling too, not

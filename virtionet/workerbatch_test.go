@@ -90,10 +90,47 @@ func TestWorkerBatchNotInRxBursts(t *testing.T) {
 	}
 }
 
-// Where the worker has a CPU no vCPU may use (the vCPU is a thread pinned
-// to the last CPU), an rx burst runs it under SCHED_BATCH, and a lone rx
-// frame makes it normal again.
-func TestWorkerBatchInRxBurstsOnACPUOfItsOwn(t *testing.T) {
+// Where the worker and the vCPU are pinned apart (the vCPU is a thread
+// pinned to the last CPU, the worker is pinned off it, as an operator
+// would), an rx burst runs it under SCHED_BATCH, and a lone rx frame makes
+// it normal again.
+func TestWorkerBatchInRxBurstsPinnedApart(t *testing.T) {
+	vcpu := pinnedThread(t)
+	tun := DefaultTuning()
+	tun.WorkerBatch, tun.NotifyThreshold, tun.PollUs = true, 8, 0
+	r := newRig(t, rigOptions{tuning: tun, features: uint64(FeatVersion1 | FeatMAC | FeatMrgRxBuf),
+		vcpus: func() []int { return []int{vcpu} }})
+	r.activate()
+	tid := workerThread(t, r)
+	var rest, vs unix.CPUSet
+	if unix.SchedGetaffinity(int(tid), &rest) != nil || unix.SchedGetaffinity(vcpu, &vs) != nil {
+		t.Fatal("cannot read the affinities")
+	}
+	all := rest
+	for i := range rest {
+		rest[i] &^= vs[i]
+	}
+	if err := unix.SchedSetaffinity(int(tid), &rest); err != nil {
+		t.Fatal(err)
+	}
+	// The thread goes back to Go's pool when the worker stops.
+	t.Cleanup(func() { unix.SchedSetaffinity(int(tid), &all) })
+	for i := 0; i < 32; i++ { // waiting for buffers: one run takes them all
+		r.peerWrite(r.txFrame(i, 60))
+	}
+	r.rx.AddRxBuffers(64, 2048)
+	r.rx.Kick()
+	r.waitUsed(r.rx, 32, nil)
+	waitFor(t, "SCHED_BATCH after an rx burst", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
+	r.peerWrite(r.txFrame(32, 60))
+	r.waitUsed(r.rx, 1, nil)
+	waitFor(t, "the normal policy after a lone rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
+}
+
+// Where the worker has a CPU no vCPU may use but may also run on the
+// vCPU's (unpinned, more CPUs than vCPUs), an rx burst leaves it normal:
+// landed beside the vCPU, a batch worker would wait out its time slice.
+func TestWorkerBatchNotInRxBurstsBesideAVCPU(t *testing.T) {
 	vcpu := pinnedThread(t)
 	tun := DefaultTuning()
 	tun.WorkerBatch, tun.NotifyThreshold, tun.PollUs = true, 8, 0
@@ -106,8 +143,10 @@ func TestWorkerBatchInRxBurstsOnACPUOfItsOwn(t *testing.T) {
 	r.activate()
 	tid := workerThread(t, r)
 	r.waitUsed(r.rx, 32, nil)
-	waitFor(t, "SCHED_BATCH after an rx burst", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
-	r.peerWrite(r.txFrame(32, 60))
-	r.waitUsed(r.rx, 1, nil)
-	waitFor(t, "the normal policy after a lone rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
+	if r.stats(rxQueue).Frames < 32 {
+		t.Fatalf("rx moved %d frames, want 32", r.stats(rxQueue).Frames)
+	}
+	if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
+		t.Fatalf("policy %d after an rx burst beside a vCPU's CPU, want normal (%d)", p, unix.SCHED_NORMAL)
+	}
 }
