@@ -197,7 +197,7 @@ func (w *worker) run() {
 		switch {
 		case w.npending > 0:
 			timeout = 0
-		case w.busyPolling():
+		case w.busyPolling() && w.pollCanMove():
 			// Let any thread that wants this CPU (a vCPU adding chains)
 			// run first, then look at the tx ring and the backend again.
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
@@ -404,6 +404,14 @@ func (w *worker) pollTxToo(pkts int) {
 // busyPolling reports whether the worker polls instead of sleeping.
 func (w *worker) busyPolling() bool {
 	return w.tuning.PollUs > 0 && time.Now().Before(w.pollUntil)
+}
+
+// pollCanMove reports whether a busy poll could move a frame: a queue
+// that is throttled or broken waits for its timer or a reset, so with both
+// in that state the worker sleeps instead of spinning out PollUs.
+func (w *worker) pollCanMove() bool {
+	idle := func(qi int) bool { return w.throttled[qi] || w.broken[qi] }
+	return !idle(txQueue) || !idle(rxQueue)
 }
 
 // armPoll makes the worker look at the tx ring again soon.
