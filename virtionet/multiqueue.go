@@ -52,6 +52,7 @@ type pair struct {
 	ring *uring.Ring
 
 	trace io.Writer // Config.Trace; with several pairs, naming the pair (pairTrace)
+	name  string    // its worker thread's name: net-IFNAME, with several pairs net-IFNAME-qN
 
 	workerTid      atomic.Int32  // the worker's OS thread while it runs
 	workerCPUStart atomic.Uint64 // that thread's CPU time when the worker started
@@ -83,7 +84,10 @@ func newPairs(cfg Config, b Backend) ([]*pair, error) {
 	ps := make([]*pair, len(fds))
 	var mu sync.Mutex
 	for i, fd := range fds {
-		ps[i] = &pair{fd: fd, trace: cfg.Trace}
+		ps[i] = &pair{fd: fd, trace: cfg.Trace, name: "net-" + cfg.Ifname}
+		if len(fds) > 1 {
+			ps[i].name += "-q" + strconv.Itoa(i)
+		}
 		if cfg.Trace != nil && len(fds) > 1 {
 			ps[i].trace = &pairTrace{mu: &mu, w: cfg.Trace, pair: strconv.Itoa(i)}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"tinyvmm/devices"
 	"tinyvmm/internal/schedstat"
+	"tinyvmm/internal/threadname"
 )
 
 // burstPollNs is how soon the worker looks at the tx ring again while it
@@ -179,7 +180,8 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
-	defer w.setBatch(false) // back to normal before the thread returns to Go's pool
+	defer w.setBatch(false)          // back to normal before the thread returns to Go's pool
+	defer threadname.Set(w.p.name)() // and its name given back, before Reset returns
 	// The thread may have run other goroutines before: count from now.
 	tid := int32(unix.Gettid())
 	w.p.workerCPUStart.Store(schedstat.ThreadCPU(int(tid)))

@@ -78,6 +78,7 @@ func TestLinuxGuestRunsCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var console, log syncbuf.Buffer
+	names := watchThreadNames()
 	start := time.Now()
 	status, err := Run(ctx, Config{
 		Kernel: kernel, Initrd: initrd, MemBytes: 256 << 20, CPUs: 2,
@@ -86,9 +87,22 @@ func TestLinuxGuestRunsCommand(t *testing.T) {
 		Command: []string{"sh", "-c", "echo hello; seq 1 2000; exit 7"},
 		Console: &console, Log: &log, Stats: "-",
 	})
+	seen := names()
 	out := console.String()
 	if err != nil || status != 7 {
 		t.Fatalf("status %d, err %v; want 7\nconsole:\n%s\nlog:\n%s", status, err, tail(out, 40), log.String())
+	}
+	// Each vCPU's thread carries its name while it runs (top -H, perf),
+	// and none keeps it once Run has returned.
+	for _, want := range []string{"vcpu0", "vcpu1"} {
+		if !seen[want] {
+			t.Errorf("no thread was named %s while the guest ran (saw %v)", want, seen)
+		}
+	}
+	for name := range threadNames() {
+		if strings.HasPrefix(name, "vcpu") {
+			t.Errorf("a thread is still named %s after Run returned", name)
+		}
 	}
 	if !regexp.MustCompile(`(?m)^hello\r?$`).MatchString(out) {
 		t.Errorf("no hello line on the console:\n%s", tail(out, 40))
@@ -302,4 +316,37 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 			t.Logf("%s\n%s", strings.TrimSpace(log.String()), raw)
 		})
 	}
+}
+
+// threadNames are the names of this process's threads now.
+func threadNames() map[string]bool {
+	names := map[string]bool{}
+	tasks, _ := filepath.Glob("/proc/self/task/*/comm")
+	for _, f := range tasks {
+		if b, err := os.ReadFile(f); err == nil {
+			names[strings.TrimSpace(string(b))] = true
+		}
+	}
+	return names
+}
+
+// watchThreadNames collects thread names every millisecond until the
+// returned func is called, which returns every name seen.
+func watchThreadNames() func() map[string]bool {
+	stop, done := make(chan struct{}), make(chan map[string]bool)
+	go func() {
+		seen := map[string]bool{}
+		for {
+			for n := range threadNames() {
+				seen[n] = true
+			}
+			select {
+			case <-stop:
+				done <- seen
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() map[string]bool { close(stop); return <-done }
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"tinyvmm/devices"
+	"tinyvmm/internal/threadname"
 	"tinyvmm/kvm"
 )
 
@@ -36,6 +37,7 @@ func (c *exitCounts) snapshot() map[string]uint64 {
 func (m *machine) runVCPU(cpu *kvm.VCPU) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer threadname.Set(fmt.Sprintf("vcpu%d", cpu.ID()))()
 	m.boot.noteRun()
 	for first := true; ; first = false {
 		reason, err := cpu.Run()
