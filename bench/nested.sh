@@ -11,6 +11,10 @@
 #   NESTED_SMP=2 bench/nested.sh         # L1 with 2 CPUs (default 1)
 #   NESTED_SMP=2 bench/nested.sh --pin   # and each vCPU on a CPU of its own (bench/e2e/README.md)
 #   NESTED_PROFILE=1 bench/nested.sh     # and tinyvmm's CPU profiles
+#   NESTED_PERF=1 bench/nested.sh        # and perf record -a over the whole bench in L1
+#       (the host's perf, apt-get install linux-perf): every thread of L1, kernel included,
+#       by thread name (vcpu0, net-IFNAME, qemu-system-x86, tinyvmm for the harness) and
+#       symbol, into out/bench/nested-perf.txt
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
 #
@@ -25,16 +29,17 @@ log=out/bench/nested.log
 prof=out/bench/nested-tx.prof
 profrx=out/bench/nested-rx.prof
 json=out/bench/nested-e2e.json
+perftxt=out/bench/nested-perf.txt
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 [ -n "${NESTED_QEMU_IO_URING:-}" ] || set -- --qemu-preload /usr/lib/tinyvmm/no-io-uring.so "$@"
 # nested CMD...: the bench in L1, then the lines that print its output
 # files on the console. -stall: a healthy bench prints a line at least
 # every ~90 s (one run's bound).
 nested() {
-	go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" -stall 3m \
+	go run ./test/nested/cmd/nested -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
 		-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' "$@"
 }
-rm -f "$prof" "$profrx"
+rm -f "$prof" "$profrx" "$perftxt"
 status=0
 if [ -n "${NESTED_PROFILE:-}" ]; then
 	# find -exec: a profile whose cells did not run (--only) is no failure.
@@ -55,6 +60,11 @@ between() {
 between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
 between PROFRX | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$profrx" || true
 between JSON >"$json" || true
+if [ -n "${NESTED_PERF:-}" ]; then
+	between PERF | sed '/^$/d' >"$perftxt" || true
+	echo "== $perftxt (top lines; % of all samples on every L1 CPU)"
+	grep -E '^ +[0-9.]+%' "$perftxt" | head -40 || echo "bench/nested.sh: no perf report in $log" >&2
+fi
 for p in "$prof" "$profrx"; do
 	if [ -s "$p" ]; then
 		echo "== $p"

@@ -65,7 +65,9 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 		if machine == "" {
 			machine = DefaultQEMUMachine
 		}
-		cmd := exec.Command(c.QEMU, "-accel", c.QEMUAccel, "-M", machine, "-m", "256M",
+		// debug-threads: QEMU names its threads (vCPUs "CPU 0/KVM"), as
+		// tinyvmm does, so top -H and NESTED_PERF's report tell them apart.
+		cmd := exec.Command(c.QEMU, "-name", "bench,debug-threads=on", "-accel", c.QEMUAccel, "-M", machine, "-m", "256M",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", c.ELF, "-append", cmdline,
 			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,vhost=off",

@@ -2,6 +2,7 @@ package nested
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -38,7 +39,17 @@ type Plan struct {
 	// bench can run QEMU on L1's KVM, and NoIOURing (built with cc).
 	// Off by default: it adds ~35 MB.
 	QEMU string
+	// Perf, when set, is the host's perf binary (linux-perf): it goes into
+	// L1 with its libraries as /bin/perf, the Tinyvmm line runs under
+	// `perf record -a` (every L1 CPU, cpu-clock: L1 has no PMU), and
+	// perf report's table by thread name and symbol follows it between
+	// NESTED-PERF-BEGIN and NESTED-PERF-END lines, the kernel's symbols
+	// taken from out/guest/vmlinux (the L1 kernel has no kallsyms).
+	Perf string
 }
+
+// PerfData is where Plan.Perf's profile is written in L1.
+const PerfData = "/tmp/perf.data"
 
 // NoIOURing is where L1 has no_io_uring.so (test/nested/nouring) when
 // QEMU is in it: LD_PRELOADed into QEMU, it fails QEMU's io_uring setup
@@ -140,7 +151,8 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		return nil, nil, fmt.Errorf("no main.go in %s: tinyvmm cannot be built", repo)
 	}
 	if len(p.Tinyvmm) > 0 {
-		plan = append(plan, "cd "+Repo, "/repo/tinyvmm "+strings.Join(p.Tinyvmm, " "))
+		plan = append(plan, "cd "+Repo)
+		plan = append(plan, tinyvmmLines(p.Tinyvmm, p.Perf != "")...)
 	}
 	if len(p.Commands) > 0 {
 		plan = append(plan, "cd "+Repo)
@@ -177,6 +189,21 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		files = append(files, File{Dest: NoIOURing, Src: so, Mode: 0o644})
 	}
 
+	if p.Perf != "" {
+		if len(p.Tinyvmm) == 0 {
+			return nil, nil, errors.New("perf needs a tinyvmm command to record")
+		}
+		logf("adding %s and its libraries", p.Perf)
+		libs, err := SharedLibraries(p.Perf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("perf: %v", err)
+		}
+		files = append(files, File{Dest: "/bin/perf", Src: p.Perf, Mode: 0o755})
+		for _, lib := range libs {
+			files = append(files, File{Dest: lib, Src: lib, Mode: 0o755})
+		}
+	}
+
 	if bb, err := exec.LookPath("busybox"); err == nil {
 		files = append(files, File{Dest: "/bin/busybox", Src: bb, Mode: 0o755})
 		for _, applet := range busyboxApplets {
@@ -184,6 +211,21 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		}
 	}
 	return files, plan, nil
+}
+
+// tinyvmmLines are the plan's tinyvmm step: its command line, with perf
+// (Plan.Perf) under perf record and followed by the report.
+func tinyvmmLines(args []string, perf bool) []string {
+	line := Repo + "/tinyvmm " + strings.Join(args, " ")
+	if !perf {
+		return []string{line}
+	}
+	return []string{
+		"/bin/perf record -a -e cpu-clock -F 999 -o " + PerfData + " " + line,
+		"busybox echo NESTED-PERF-BEGIN",
+		"/bin/perf report -i " + PerfData + " --vmlinux " + Repo + "/out/guest/vmlinux --stdio --no-children --sort comm,dso,sym -g none --percent-limit 0.2",
+		"busybox echo NESTED-PERF-END",
+	}
 }
 
 type goPackage struct{ rel string }

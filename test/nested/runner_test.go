@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,23 @@ func TestFreezeSummary(t *testing.T) {
 	dump := "CPU#0\nRIP=ffffffff812b70c3 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\nIRR\t 236 \nISR\t (none)\n"
 	if got, want := freezeSummary(dump), "CPU#0 HLT=1 IRR 236"; got != want {
 		t.Errorf("freezeSummary = %q, want %q", got, want)
+	}
+}
+
+// With perf the tinyvmm step runs under perf record, and the report
+// follows between the markers bench/nested.sh cuts it out by; without,
+// the step is the command line alone.
+func TestTinyvmmLinesUnderPerf(t *testing.T) {
+	args := []string{"bench", "e2e", "--runs", "3"}
+	if got := tinyvmmLines(args, false); !slices.Equal(got, []string{"/repo/tinyvmm bench e2e --runs 3"}) {
+		t.Errorf("without perf: %q", got)
+	}
+	got := tinyvmmLines(args, true)
+	if len(got) != 4 || !strings.HasPrefix(got[0], "/bin/perf record -a ") || !strings.HasSuffix(got[0], " -o "+PerfData+" /repo/tinyvmm bench e2e --runs 3") {
+		t.Fatalf("with perf, the first line %q: want the command under perf record", got[0])
+	}
+	if got[1] != "busybox echo NESTED-PERF-BEGIN" || got[3] != "busybox echo NESTED-PERF-END" ||
+		!strings.HasPrefix(got[2], "/bin/perf report -i "+PerfData+" --vmlinux /repo/out/guest/vmlinux ") {
+		t.Errorf("with perf, the report lines: %q", got[1:])
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ func main() {
 	stall := flag.Duration("stall", nested.DefaultStall, "a console silent this long means L1 froze: its state is printed, and it is booted again once")
 	keep := flag.Bool("keep", false, "keep the scratch directory with the initramfs")
 	withQEMU := flag.Bool("with-qemu", false, "put the host's "+nested.QEMUBinary+" (libraries, bench firmware) into L1")
+	withPerf := flag.Bool("perf", false, "run the tinyvmm command under the host's perf record -a in L1 and print perf report by thread and symbol (apt-get install linux-perf)")
 	flag.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
 	flag.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	flag.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
@@ -77,6 +79,13 @@ func main() {
 	}
 	if *withQEMU {
 		plan.QEMU = nested.QEMUBinary
+	}
+	if *withPerf {
+		perf, err := exec.LookPath("perf")
+		if err != nil {
+			fail("-perf: no perf on this host: apt-get install linux-perf")
+		}
+		plan.Perf = perf
 	}
 	start := time.Now()
 	files, lines, err := nested.Assemble(ctx, *repo, work, plan, logf)
