@@ -13,8 +13,8 @@
 #   NESTED_PROFILE=1 bench/nested.sh     # and tinyvmm's CPU profiles
 #   NESTED_PERF=1 bench/nested.sh        # and perf record -a over the whole bench in L1
 #       (the host's perf, apt-get install linux-perf): every thread of L1, kernel included,
-#       by thread name (vcpu0, net-IFNAME, qemu-system-x86, tinyvmm for the harness) and
-#       symbol, into out/bench/nested-perf.txt
+#       by thread name (vcpu0, net-IFNAME, "CPU 0/KVM" and qemu-system-x86 for QEMU,
+#       tinyvmm for the harness) and symbol, into out/bench/nested-perf.txt
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
 #
@@ -61,9 +61,13 @@ between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
 between PROFRX | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$profrx" || true
 between JSON >"$json" || true
 if [ -n "${NESTED_PERF:-}" ]; then
-	between PERF | sed '/^$/d' >"$perftxt" || true
-	echo "== $perftxt (top lines; % of all samples on every L1 CPU)"
-	grep -E '^ +[0-9.]+%' "$perftxt" | head -40 || echo "bench/nested.sh: no perf report in $log" >&2
+	# L1 has no kallsyms: perfsum names kernel addresses from vmlinux.
+	if between PERF | go run ./test/nested/cmd/perfsum -vmlinux out/guest/vmlinux >"$perftxt"; then
+		echo "== $perftxt"
+		head -50 "$perftxt"
+	else
+		echo "bench/nested.sh: no perf report in $log" >&2
+	fi
 fi
 for p in "$prof" "$profrx"; do
 	if [ -s "$p" ]; then

@@ -42,9 +42,9 @@ type Plan struct {
 	// Perf, when set, is the host's perf binary (linux-perf): it goes into
 	// L1 with its libraries as /bin/perf, the Tinyvmm line runs under
 	// `perf record -a` (every L1 CPU, cpu-clock: L1 has no PMU), and
-	// perf report's table by thread name and symbol follows it between
-	// NESTED-PERF-BEGIN and NESTED-PERF-END lines, the kernel's symbols
-	// taken from out/guest/vmlinux (the L1 kernel has no kallsyms).
+	// perf report's lines by thread name and symbol follow it between
+	// NESTED-PERF-BEGIN and NESTED-PERF-END lines, kernel samples as
+	// addresses (L1 has no kallsyms): SummarizePerf names them.
 	Perf string
 }
 
@@ -223,7 +223,7 @@ func tinyvmmLines(args []string, perf bool) []string {
 	return []string{
 		"/bin/perf record -a -e cpu-clock -F 999 -o " + PerfData + " " + line,
 		"busybox echo NESTED-PERF-BEGIN",
-		"/bin/perf report -i " + PerfData + " --vmlinux " + Repo + "/out/guest/vmlinux --stdio --no-children --sort comm,dso,sym -g none --percent-limit 0.2",
+		"/bin/perf report -i " + PerfData + " " + PerfReportArgs,
 		"busybox echo NESTED-PERF-END",
 	}
 }
