@@ -64,8 +64,10 @@ mod-check:
 FUZZTIME ?= 15s
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./devices/
+	$(GO) test -run='^$$' -fuzz=FuzzVirtioPCI -fuzztime=$(FUZZTIME) ./devices/
 	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./boot/
 	$(GO) test -run='^$$' -fuzz=FuzzDeviceRings -fuzztime=$(FUZZTIME) ./virtionet/
+	$(GO) test -run='^$$' -fuzz=FuzzCtrlQueue -fuzztime=$(FUZZTIME) ./virtionet/
 	$(GO) test -run='^$$' -fuzz=FuzzRequest -fuzztime=$(FUZZTIME) ./virtio9p/
 
 # The seed experiments at device level (the Go driver plays the guest; no KVM needed).
