@@ -1,17 +1,10 @@
 package virtionet
 
 import (
-	"fmt"
-	"os"
-	"strings"
 	"testing"
-)
 
-// threadComm is a thread's name, "" once the thread is gone.
-func threadComm(tid int32) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/comm", tid))
-	return strings.TrimSuffix(string(b), "\n")
-}
+	"tinyvmm/internal/threadname"
+)
 
 // The worker's thread carries the device's name while it serves the
 // queues (top -H, perf), and gives it back when the worker stops: Go
@@ -20,11 +13,11 @@ func TestWorkerThreadIsNamedAfterTheDevice(t *testing.T) {
 	r := newRig(t, rigOptions{tuning: DefaultTuning()})
 	r.activate()
 	tid := workerThread(t, r)
-	if got := threadComm(tid); got != "net-test0" {
+	if got := threadname.Of(int(tid)); got != "net-test0" {
 		t.Errorf("worker thread %d is called %q, want net-test0", tid, got)
 	}
 	r.dev.Close()
-	if got := threadComm(tid); got == "net-test0" {
+	if got := threadname.Of(int(tid)); got == "net-test0" {
 		t.Errorf("worker thread %d kept the name net-test0 after the device closed", tid)
 	}
 }

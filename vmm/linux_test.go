@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/internal/threadname"
 	"tinyvmm/kvm"
 	"tinyvmm/virtionet"
 )
@@ -321,10 +323,12 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 // threadNames are the names of this process's threads now.
 func threadNames() map[string]bool {
 	names := map[string]bool{}
-	tasks, _ := filepath.Glob("/proc/self/task/*/comm")
-	for _, f := range tasks {
-		if b, err := os.ReadFile(f); err == nil {
-			names[strings.TrimSpace(string(b))] = true
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, e := range tasks {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			if name := threadname.Of(tid); name != "" {
+				names[name] = true
+			}
 		}
 	}
 	return names

@@ -5,6 +5,9 @@
 package threadname
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,4 +34,10 @@ func set(name string) {
 		return
 	}
 	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0)
+}
+
+// Of is the name of thread tid of this process, "" once the thread is gone.
+func Of(tid int) string {
+	b, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/comm")
+	return strings.TrimSuffix(string(b), "\n")
 }

@@ -1,22 +1,20 @@
 package threadname
 
 import (
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
+// comm is the calling thread's name, as Of reads it.
 func comm(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/comm")
-	if err != nil {
-		t.Fatal(err)
+	name := Of(unix.Gettid())
+	if name == "" {
+		t.Fatal("no name read for the calling thread")
 	}
-	return strings.TrimSuffix(string(b), "\n")
+	return name
 }
 
 func TestSetNamesTheThreadAndRestoreGivesItsNameBack(t *testing.T) {

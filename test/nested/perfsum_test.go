@@ -11,8 +11,8 @@ import (
 )
 
 // Kernel addresses are named after the function that holds them (here in
-// the test binary's own symbol table, an ELF like vmlinux), what then has
-// one name is added up, and each thread name gets its share.
+// perfsum's own symbol table, an ELF like vmlinux), what then has one name
+// is added up, and each thread name gets its share.
 func TestSummarizePerfNamesAndAddsUp(t *testing.T) {
 	// go test strips its own binary: build perfsum, with its symbols.
 	exe := filepath.Join(t.TempDir(), "perfsum")
