@@ -137,7 +137,8 @@ func (o Options) experiments(r *runner) []experiment {
 	exps := []experiment{
 		{"tx64", "guest->host pps, 64 B", "pps", all, func(s System) Sample { return r.tx(s, 64, 1, nil) }},
 		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},
-		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, nil) }},
+		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, false, nil) }},
+		{"rx64irq", "host->guest pps, 64 B, guest halts between interrupts", "pps", vms, func(s System) Sample { return r.rx(s, true, nil) }},
 		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, false, nil) }},
 		{"ping_flood", "ping, guest flooding tx", "us", all, func(s System) Sample { return r.ping(s, true, nil) }},
 	}
@@ -153,7 +154,8 @@ func (o Options) experiments(r *runner) []experiment {
 	for _, v := range o.Variants {
 		for _, e := range []experiment{
 			{"tx64@" + v.Name, "guest->host pps, 64 B", "pps", nil, func(s System) Sample { return r.tx(s, 64, 1, v.Args) }},
-			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, v.Args) }},
+			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, false, v.Args) }},
+			{"rx64irq@" + v.Name, "host->guest pps, 64 B, guest halts between interrupts", "pps", nil, func(s System) Sample { return r.rx(s, true, v.Args) }},
 			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, false, v.Args) }},
 			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, true, v.Args) }},
 		} {

@@ -70,7 +70,7 @@ func checkTxRx(t *testing.T, r *runner, sys System, size int) {
 	t.Logf("tx %d-byte: guest sent %.0f frames, host received %.0f, %.0f pps at the host", size, sent, got, tx.Value)
 	checkExits(t, r, sys, "tx", tx)
 
-	rx := r.rx(sys, nil)
+	rx := r.rx(sys, false, nil)
 	if rx.Err != "" {
 		t.Fatalf("rx: %s (details %v)", rx.Err, rx.Detail)
 	}
@@ -79,6 +79,34 @@ func checkTxRx(t *testing.T, r *runner, sys System, size int) {
 	}
 	t.Logf("rx: host sent %.0f frames, guest received %.0f (%.0f pps in the guest)", rx.Detail["sent"], rx.Detail["received"], rx.Value)
 	checkExits(t, r, sys, "rx", rx)
+	if sys != SysCeiling && !strings.Contains(r.cmdlineExtra, "cpl3=1") {
+		checkRxIRQ(t, r, sys)
+	}
+}
+
+// checkRxIRQ: with irq=1 the guest halts when its ring is empty and the
+// device's MSI-X interrupts wake it; every frame still arrives intact.
+func checkRxIRQ(t *testing.T, r *runner, sys System) {
+	t.Helper()
+	s := r.rx(sys, true, nil)
+	if s.Err != "" {
+		t.Fatalf("rx irq=1: %s (details %v)", s.Err, s.Detail)
+	}
+	d := s.Detail
+	if d["received"] > d["sent"] || d["corrupt"] != 0 {
+		t.Errorf("rx irq=1: host sent %.0f, guest got %.0f, corrupt %.0f", d["sent"], d["received"], d["corrupt"])
+	}
+	// The guest halts before the first frame, so the device must have
+	// woken it at least once; each wakeup by a frame is one rx interrupt.
+	if d["guest_irqs"] == 0 || d["guest_halts"] == 0 {
+		t.Errorf("rx irq=1: the guest took %.0f rx interrupts and halted %.0f times, want both > 0", d["guest_irqs"], d["guest_halts"])
+	}
+	if inj, ok := d["kvm_irq_injections"]; ok && inj < d["guest_irqs"]/2 {
+		// The window starts after the ready line, so a few early ones are outside it.
+		t.Errorf("rx irq=1: KVM injected %.0f interrupts in the window, the guest took %.0f rx interrupts", inj, d["guest_irqs"])
+	}
+	t.Logf("rx irq=1: guest received %.0f frames (%.0f pps), %.0f rx interrupts, %.0f halts", d["received"], s.Value, d["guest_irqs"], d["guest_halts"])
+	checkExits(t, r, sys, "rx-irq", s)
 }
 
 // checkExits: a VMM on KVM has KVM's counts of the run (kvmstats.go), and
@@ -142,6 +170,22 @@ func TestBenchGuestUserEntryUnderQEMU(t *testing.T) {
 		return Sample{}
 	})
 	checkTxRx(t, r, SysQEMU, 64)
+	// irq=1 needs CPL0: at CPL3 the guest says so and exits 64.
+	inNamespace(func(ns *Namespace) Sample {
+		_, err := r.guest(ns, SysQEMU, nil, "mode=rx secs=1 irq=1", nil)
+		if err == nil || !strings.Contains(err.Error(), "CPL0") {
+			t.Errorf("irq=1 at CPL3: %v; want a refusal that names CPL0", err)
+		}
+		return Sample{}
+	})
+}
+
+// TestBenchGuestIRQWithoutEventIdxUnderQEMU: without EVENT_IDX the irq=1
+// guest turns rx interrupts on and off with the avail ring's flag.
+func TestBenchGuestIRQWithoutEventIdxUnderQEMU(t *testing.T) {
+	r := testRunner(t, qemuConfig(t))
+	r.cmdlineExtra = "evidx=0"
+	checkRxIRQ(t, r, SysQEMU)
 }
 
 // TestBenchGuestUnderTinyvmm runs the guest's user-mode entry under
@@ -232,5 +276,11 @@ func TestTinyvmmVariantNetOptions(t *testing.T) {
 	want := "run --kernel g.elf --bench-guest --append mode=tx --net tap=" + TapName + ",io=writev,queues=1 --mem 256M --poll-us=0"
 	if got != want {
 		t.Errorf("command:\n got %s\nwant %s", got, want)
+	}
+	// A guest that takes interrupts needs CPL0: the PVH entry, not the user-mode start.
+	got = strings.Join(c.command(Tinyvmm, "mode=rx irq=1").Args[1:], " ")
+	want = "run --kernel g.elf --append mode=rx irq=1 --net tap=" + TapName + ",io=writev,queues=1 --mem 256M --poll-us=0"
+	if got != want {
+		t.Errorf("command with irq=1:\n got %s\nwant %s", got, want)
 	}
 }

@@ -196,6 +196,7 @@ func (r *Report) printTable(w io.Writer) {
 		{"tx64", "", "guest->host pps, 64 B"},
 		{"tx1400", "", "guest->host pps, 1400 B"},
 		{"rx64", "", "host->guest pps, 64 B"},
+		{"rx64irq", "", "host->guest pps, 64 B, guest irqs"},
 	}
 	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_flood", "under tx flood"}} {
 		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us"} {
@@ -307,7 +308,7 @@ func (r *Report) printPerFrame(w io.Writer) {
 		"kicks: the guest's notify writes; irqs: interrupts KVM injected)\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\t")
-	keys := []string{"tx64", "tx1400", "rx64"}
+	keys := []string{"tx64", "tx1400", "rx64", "rx64irq"}
 	for _, e := range r.exps {
 		if strings.HasPrefix(e.Key, "kick") {
 			keys = append(keys, e.Key)

@@ -113,8 +113,10 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 }
 
 // rx measures host->guest frames per second: a sender in the namespace
-// floods 64-byte frames, the guest (or the ceiling) counts them.
-func (r *runner) rx(sys System, vmmArgs []string) Sample {
+// floods 64-byte frames, the guest (or the ceiling) counts them. The guest
+// polls its ring, or with irq it halts whenever the ring is empty and
+// goes on at the device's interrupt, as a guest kernel does.
+func (r *runner) rx(sys System, irq bool, vmmArgs []string) Sample {
 	if r.cpuprofile != "" && sys == SysTinyvmm {
 		vmmArgs = append(slices.Clone(vmmArgs), "--cpuprofile", r.cpuprofile+".rx")
 	}
@@ -145,7 +147,11 @@ func (r *runner) rx(sys System, vmmArgs []string) Sample {
 			return rxSample(o.res.PPS(), float64(o.res.Rx.Good), float64(o.res.Rx.Bad), float64(o.res.Rx.Lost), sent)
 		}
 		var sent SendResult
-		run, err := r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=rx secs=%d", r.secs), func(ready map[string]string) error {
+		cmdline := fmt.Sprintf("mode=rx secs=%d", r.secs)
+		if irq {
+			cmdline += " irq=1"
+		}
+		run, err := r.guest(ns, sys, vmmArgs, cmdline, func(ready map[string]string) error {
 			mac, err := net.ParseMAC(ready["mac"])
 			if err != nil {
 				return fmt.Errorf("guest ready line without a MAC: %v", ready)
@@ -158,6 +164,13 @@ func (r *runner) rx(sys System, vmmArgs []string) Sample {
 		}
 		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent)
 		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
+		if irq {
+			s.Detail["guest_irqs"] = float64(run.Uint("irqs"))   // rx interrupts the guest took
+			s.Detail["guest_halts"] = float64(run.Uint("halts")) // times it found its ring empty and halted
+			if run.Result["irqs"] == "" {
+				s.Err = "the guest's result has no irqs= (a bench guest built before irq=1?)"
+			}
+		}
 		addExits(&s, run, float64(run.Uint("frames")), float64(run.Uint("kicks")))
 		return s
 	})

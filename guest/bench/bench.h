@@ -1,7 +1,7 @@
 /* Shared declarations of the bench guest: a freestanding, poll-mode
  * virtio-net driver that runs either at CPL3 started directly by tinyvmm
- * (entry.S) or at CPL0 after a PVH boot by QEMU (pvh.S). It never enables
- * interrupts and never takes an exception. */
+ * (entry.S) or at CPL0 after a PVH boot (pvh.S). It never takes an
+ * exception, and enables interrupts only with irq=1 (irq.c, CPL0 only). */
 #ifndef BENCH_H
 #define BENCH_H
 
@@ -110,6 +110,8 @@ void pci_write32(const struct pci_dev *d, u16 off, u32 v);
  * 0xC0000000 window when firmware left it at 0; 0 on error. */
 u64 pci_bar_address(const struct pci_dev *d, int bar);
 void pci_enable_memory_and_dma(const struct pci_dev *d);
+/* pci_find_cap returns the offset of the first capability id, 0 if none. */
+u8 pci_find_cap(const struct pci_dev *d, u8 id);
 /* pci_forget_bars zeroes the memory BARs, as if no firmware had run
  * (bars=reassign, to test the assignment path under QEMU). */
 void pci_forget_bars(const struct pci_dev *d);
@@ -160,7 +162,10 @@ struct virtqueue {
 };
 
 int virtio_init(struct virtio_dev *v, const struct pci_dev *pci, u64 wanted);
-int virtio_queue_setup(struct virtio_dev *v, struct virtqueue *q, u16 index, u32 buf_size);
+#define NO_VECTOR 0xffff
+/* virtio_queue_setup sets queue index up with buffers of buf_size bytes
+ * and MSI-X vector msix (NO_VECTOR: none; the driver polls). */
+int virtio_queue_setup(struct virtio_dev *v, struct virtqueue *q, u16 index, u32 buf_size, u16 msix);
 void virtio_driver_ok(struct virtio_dev *v);
 u8 virtio_status(struct virtio_dev *v);
 void virtio_reset(struct virtio_dev *v);
@@ -171,6 +176,25 @@ void vq_add(struct virtqueue *q, u16 id, u32 len, int writable);
 void vq_kick(struct virtqueue *q);
 /* vq_get_used returns 1 and the next used buffer, 0 when none. */
 int vq_get_used(struct virtqueue *q, u16 *id, u32 *len);
+/* vq_arm asks for an interrupt at the next used buffer and returns 1 if
+ * one came meanwhile (do not halt then); vq_disarm asks for none while the
+ * driver drains (a no-op with EVENT_IDX: used_event stays behind). */
+int vq_arm(struct virtqueue *q);
+void vq_disarm(struct virtqueue *q);
+
+/* ---- irq.c: irq=1, interrupts at CPL0 ---- */
+#define IRQ_VECTOR_RX 0x40
+#define IRQ_VECTOR_TIMER 0x41
+extern volatile u64 irq_rx_count, irq_timer_count;
+/* irq_setup loads an IDT, enables the local APIC and starts its 100 ms
+ * periodic timer; it fails the run at CPL3. */
+void irq_setup(u64 tsc_khz);
+void irq_stop(void); /* the timer off, before the result line */
+/* msix_setup points MSI-X table entry 0 at IRQ_VECTOR_RX and enables
+ * MSI-X; -1 if the device has none. */
+int msix_setup(const struct pci_dev *d);
+/* irq_wait halts until an interrupt (rx or timer) has been taken. */
+void irq_wait(void);
 
 /* ---- frame.c: the benchmark frames (same format as bench/frame.go) ---- */
 #define FRAME_MAGIC 0x424d5654u /* "TVMB" little-endian */
@@ -200,6 +224,8 @@ struct net {
 	u8 mac[6], peer_mac[6], ip[4], peer_ip[4];
 	u64 tsc_khz;
 	u32 kick_every; /* consider a tx notify every this many frames */
+	int irq;        /* irq=1: the rx queue interrupts; the guest halts when idle */
+	u64 halts;      /* irq=1: times the guest halted with nothing to do */
 };
 int net_setup(struct net *n, const char *cmdline);
 void tx_reclaim(struct net *n);

@@ -27,6 +27,7 @@ int net_setup(struct net *n, const char *cmdline)
 	if (!arg_addr(cmdline, "ip", n->ip, 0) || !arg_addr(cmdline, "peer", n->peer_ip, 0) ||
 	    !arg_addr(cmdline, "dmac", n->peer_mac, 1))
 		bench_fail(EXIT_BAD_ARGS, "bad ip=, peer= or dmac= (use 10.0.2.15 and 02:00:00:00:00:02 forms)");
+	n->irq = arg_u64(cmdline, "irq", 0) != 0;
 	n->kick_every = (u32)arg_u64(cmdline, "kick", 1);
 	if (!n->kick_every)
 		n->kick_every = 1;
@@ -42,8 +43,15 @@ int net_setup(struct net *n, const char *cmdline)
 		wanted |= VIRTIO_RING_F_EVENT_IDX;
 	if (virtio_init(&n->dev, &pci, wanted) < 0)
 		bench_fail(EXIT_DEVICE_FAILED, "virtio-net init failed (modern virtio-pci with VERSION_1 needed)");
-	if (virtio_queue_setup(&n->dev, &n->rx, 0, BUF_SIZE) < 0 ||
-	    virtio_queue_setup(&n->dev, &n->tx, 1, BUF_SIZE) < 0)
+	u16 rx_vector = NO_VECTOR;
+	if (n->irq) {
+		irq_setup(n->tsc_khz);
+		if (msix_setup(&pci) < 0)
+			bench_fail(EXIT_DEVICE_FAILED, "irq=1: the device has no usable MSI-X table");
+		rx_vector = 0;
+	}
+	if (virtio_queue_setup(&n->dev, &n->rx, 0, BUF_SIZE, rx_vector) < 0 ||
+	    virtio_queue_setup(&n->dev, &n->tx, 1, BUF_SIZE, NO_VECTOR) < 0)
 		bench_fail(EXIT_DEVICE_FAILED, "virtqueue setup failed");
 	if (n->dev.features & VIRTIO_NET_F_MAC)
 		for (int i = 0; i < 6; i++)
@@ -66,6 +74,7 @@ int net_setup(struct net *n, const char *cmdline)
 	serial_kv("rxq", n->rx.size);
 	serial_kv("txq", n->tx.size);
 	serial_kv("kick", n->kick_every);
+	serial_kv("irq", (u64)n->irq);
 	serial_puts("\n");
 	return 0;
 }

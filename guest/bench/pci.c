@@ -7,6 +7,9 @@
 #define CFG_ADDR 0xcf8
 #define CFG_DATA 0xcfc
 #define PCI_COMMAND 0x04
+#define PCI_STATUS 0x06
+#define PCI_STATUS_CAPS 0x10
+#define PCI_CAP_PTR 0x34
 #define PCI_CMD_MEMORY 0x2
 #define PCI_CMD_MASTER 0x4
 #define PCI_HEADER_TYPE 0x0e
@@ -184,6 +187,19 @@ void pci_forget_bars(const struct pci_dev *d)
 		if (!(low & BAR_IO))
 			pci_write32(d, (u16)(PCI_BAR0 + 4 * bar), low & 0xf);
 	}
+}
+
+u8 pci_find_cap(const struct pci_dev *d, u8 id)
+{
+	if (!(pci_read16(d, PCI_STATUS) & PCI_STATUS_CAPS))
+		return 0;
+	u8 cap = pci_read8(d, PCI_CAP_PTR) & 0xfc;
+	for (int n = 0; cap && n < 48; n++) { /* bounded: a looping list */
+		if (pci_read8(d, cap) == id)
+			return cap;
+		cap = pci_read8(d, (u16)(cap + 1)) & 0xfc;
+	}
+	return 0;
 }
 
 void pci_enable_memory_and_dma(const struct pci_dev *d)

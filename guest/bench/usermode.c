@@ -43,7 +43,8 @@ void user_iret(u64 rip, u64 rsp, u64 arg, u64 rflags) __attribute__((noreturn));
 
 void user_fault(u64 vector, u64 error, u64 rip)
 {
-	serial_puts("BENCH error msg=\"exception at CPL3 (tinyvmm would leave native mode)\"");
+	serial_puts(running_at_cpl0 ? "BENCH error msg=\"exception at CPL0 (irq=1)\""
+				    : "BENCH error msg=\"exception at CPL3 (tinyvmm would leave native mode)\"");
 	serial_kv("vector", vector);
 	serial_kv_hex("error", error);
 	serial_kv_hex("rip", rip);

@@ -1,7 +1,8 @@
 /* The virtio-pci modern transport (virtio 1.2, 4.1.4) and split virtqueues
  * (2.7) from the driver's side. Rings and buffers live in the guest's own
  * .bss; guest-virtual equals guest-physical because both entries identity-map
- * memory. No MSI-X vectors are set: the driver polls the used rings. */
+ * memory. The driver polls the used rings; with irq=1 the rx queue also has
+ * an MSI-X vector (irq.c) and the rx mode halts between interrupts. */
 #include "bench.h"
 
 #define VIRTIO_VENDOR 0x1af4
@@ -22,7 +23,6 @@ enum {
 
 enum { S_ACK = 1, S_DRIVER = 2, S_DRIVER_OK = 4, S_FEATURES_OK = 8, S_NEEDS_RESET = 0x40, S_FAILED = 0x80 };
 
-#define NO_VECTOR 0xffff
 #define AVAIL_F_NO_INTERRUPT 1
 #define USED_F_NO_NOTIFY 1
 #define PAGE 4096ul
@@ -130,7 +130,7 @@ static void write_addr(struct virtio_dev *v, u32 off, const volatile void *p)
 	mmio_w32(v->common + off + 4, (u32)(a >> 32));
 }
 
-int virtio_queue_setup(struct virtio_dev *v, struct virtqueue *q, u16 index, u32 buf_size)
+int virtio_queue_setup(struct virtio_dev *v, struct virtqueue *q, u16 index, u32 buf_size, u16 msix)
 {
 	memset(q, 0, sizeof(*q));
 	mmio_w16(v->common + CC_QSELECT, index);
@@ -160,7 +160,9 @@ int virtio_queue_setup(struct virtio_dev *v, struct virtqueue *q, u16 index, u32
 	q->nfree = q->size;
 
 	mmio_w16(v->common + CC_QSIZE, q->size);
-	mmio_w16(v->common + CC_QMSIX, NO_VECTOR);
+	mmio_w16(v->common + CC_QMSIX, msix);
+	if (mmio_r16(v->common + CC_QMSIX) != msix)
+		return -1; /* the device could not map the vector */
 	write_addr(v, CC_QDESC, q->desc);
 	write_addr(v, CC_QAVAIL, q->avail);
 	write_addr(v, CC_QUSED, used);
@@ -204,6 +206,22 @@ void vq_kick(struct virtqueue *q)
 		mmio_w16(q->notify, q->index);
 		q->kicks++;
 	}
+}
+
+int vq_arm(struct virtqueue *q)
+{
+	if (q->event_idx)
+		q->avail[2 + q->size] = q->last_used; /* used_event */
+	else
+		q->avail[0] = 0;
+	full_fence(); /* the store above before the used index load */
+	return q->used_hdr[1] != q->last_used;
+}
+
+void vq_disarm(struct virtqueue *q)
+{
+	if (!q->event_idx)
+		q->avail[0] = AVAIL_F_NO_INTERRUPT;
 }
 
 int vq_get_used(struct virtqueue *q, u16 *id, u32 *len)
