@@ -60,11 +60,11 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 				extra = append(extra, a)
 			}
 		}
-		args := []string{"run", "--kernel", c.ELF, "--bench-guest", "--append", cmdline,
-			"--net", net, "--mem", "256M"}
-		if slices.Contains(strings.Fields(cmdline), "irq=1") {
-			args = slices.Delete(args, 3, 4)
+		args := []string{"run", "--kernel", c.ELF}
+		if !slices.Contains(strings.Fields(cmdline), "irq=1") {
+			args = append(args, "--bench-guest")
 		}
+		args = append(args, "--append", cmdline, "--net", net, "--mem", "256M")
 		return exec.Command(c.Tinyvmm, append(args, extra...)...)
 	default:
 		machine := c.QEMUMachine
