@@ -139,8 +139,9 @@ func (o Options) experiments(r *runner) []experiment {
 		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},
 		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, false, nil) }},
 		{"rx64irq", "host->guest pps, 64 B, guest halts between interrupts", "pps", vms, func(s System) Sample { return r.rx(s, true, nil) }},
-		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, false, nil) }},
-		{"ping_flood", "ping, guest flooding tx", "us", all, func(s System) Sample { return r.ping(s, true, nil) }},
+		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, pingIdle, nil) }},
+		{"ping_idle_irq", "ping, guest halted between interrupts", "us", vms, func(s System) Sample { return r.ping(s, pingIdleIRQ, nil) }},
+		{"ping_flood", "ping, guest flooding tx", "us", all, func(s System) Sample { return r.ping(s, pingFlood, nil) }},
 	}
 	for _, k := range o.Kicks {
 		exps = append(exps, experiment{fmt.Sprintf("kick%d", k), fmt.Sprintf("tx 64 B, kick=%d", k), "pps", vms,
@@ -149,15 +150,16 @@ func (o Options) experiments(r *runner) []experiment {
 	for _, w := range o.Weights {
 		args := []string{"--tx-weight-pkts", strconv.Itoa(w)}
 		exps = append(exps, experiment{fmt.Sprintf("weight%d", w), "tx weight " + weightName(w), "us", []System{SysTinyvmm},
-			func(s System) Sample { return r.ping(s, true, args) }})
+			func(s System) Sample { return r.ping(s, pingFlood, args) }})
 	}
 	for _, v := range o.Variants {
 		for _, e := range []experiment{
 			{"tx64@" + v.Name, "guest->host pps, 64 B", "pps", nil, func(s System) Sample { return r.tx(s, 64, 1, v.Args) }},
 			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, false, v.Args) }},
 			{"rx64irq@" + v.Name, "host->guest pps, 64 B, guest halts between interrupts", "pps", nil, func(s System) Sample { return r.rx(s, true, v.Args) }},
-			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, false, v.Args) }},
-			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, true, v.Args) }},
+			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, pingIdle, v.Args) }},
+			{"ping_idle_irq@" + v.Name, "ping, guest halted between interrupts", "us", nil, func(s System) Sample { return r.ping(s, pingIdleIRQ, v.Args) }},
+			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, pingFlood, v.Args) }},
 		} {
 			e.Systems = []System{SysTinyvmm}
 			exps = append(exps, e)

@@ -229,8 +229,9 @@ func TestBenchGuestEchoUnderQEMU(t *testing.T) {
 }
 
 func checkEcho(t *testing.T, r *runner, sys System) {
-	for _, flood := range []bool{false, true} {
-		s := r.ping(sys, flood, nil)
+	for _, pm := range []pingMode{pingIdle, pingFlood} {
+		flood := pm == pingFlood
+		s := r.ping(sys, pm, nil)
 		if s.Err != "" {
 			t.Fatalf("flood=%v: %s", flood, s.Err)
 		}
@@ -244,6 +245,23 @@ func checkEcho(t *testing.T, r *runner, sys System) {
 		t.Logf("flood=%v: %.0f pings, rtt min/avg/p99/max %.0f/%.0f/%.0f/%.0f us, guest tx %.0f pps",
 			flood, d["sent"], d["min_us"], d["avg_us"], d["p99_us"], d["max_us"], d["tx_pps"])
 	}
+	if sys == SysCeiling {
+		return
+	}
+	// irq=1: the guest halts between pings, so each request (10 ms apart)
+	// is an rx interrupt that wakes it.
+	s := r.ping(sys, pingIdleIRQ, nil)
+	if s.Err != "" {
+		t.Fatalf("irq=1: %s", s.Err)
+	}
+	d := s.Detail
+	answered := d["sent"] - d["lost"]
+	if d["lost"] > d["sent"]/10 || d["guest_irqs"] < answered/2 || d["guest_halts"] == 0 {
+		t.Errorf("irq=1: %.0f of %.0f pings answered, with %.0f rx interrupts and %.0f halts; want 90%% answered, an interrupt for at least every other",
+			answered, d["sent"], d["guest_irqs"], d["guest_halts"])
+	}
+	t.Logf("irq=1: %.0f pings, rtt min/avg/p99/max %.0f/%.0f/%.0f/%.0f us, %.0f rx interrupts, %.0f halts",
+		d["sent"], d["min_us"], d["avg_us"], d["p99_us"], d["max_us"], d["guest_irqs"], d["guest_halts"])
 }
 
 // TestBenchGuestAssignsBARsUnderQEMU zeroes the device's BARs first

@@ -198,7 +198,7 @@ func (r *Report) printTable(w io.Writer) {
 		{"rx64", "", "host->guest pps, 64 B"},
 		{"rx64irq", "", "host->guest pps, 64 B, guest irqs"},
 	}
-	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_flood", "under tx flood"}} {
+	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_idle_irq", "idle, irqs"}, {"ping_flood", "under tx flood"}} {
 		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us"} {
 			rows = append(rows, row{p.key, d, fmt.Sprintf("ping %s %s", p.name, strings.TrimSuffix(d, "_us")+" us")})
 		}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -214,20 +215,36 @@ const (
 	pingTimeout  = time.Second
 )
 
+// pingMode is what the guest does while it answers pings.
+type pingMode int
+
+const (
+	pingIdle    pingMode = iota // polls its rx ring
+	pingFlood                   // polls and floods tx: experiment 002's setup
+	pingIdleIRQ                 // halts until the rx interrupt (irq=1), as an idle guest kernel
+)
+
 // ping measures ICMP round trips to the guest (or the ceiling) while it
-// only answers, or while it also floods tx (flood), experiment 002's setup.
-// The headline is the average; Detail has min/p99/max and the tx rate.
-func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
+// answers in mode. The headline is the average; Detail has min/p99/max
+// and the tx rate.
+func (r *runner) ping(sys System, pm pingMode, vmmArgs []string) Sample {
+	flood := pm == pingFlood
 	return inNamespace(func(ns *Namespace) Sample {
 		secs := r.secs + 3 // the series must fit in the guest's run
 		maxTotal := time.Duration(secs-1) * time.Second
-		mode := "echo"
-		if flood {
-			mode = "echo+tx"
+		cmdline := fmt.Sprintf("mode=echo secs=%d", secs)
+		switch pm {
+		case pingFlood:
+			cmdline = fmt.Sprintf("mode=echo+tx size=64 secs=%d", secs)
+		case pingIdleIRQ:
+			cmdline += " irq=1"
 		}
 		var pr PingResult
 		var txPPS float64
 		var run *GuestRun
+		if sys == SysCeiling && pm == pingIdleIRQ {
+			return failed(errors.New("the ceiling has no guest to halt"))
+		}
 		if sys == SysCeiling {
 			ready := make(chan struct{})
 			type out struct {
@@ -252,7 +269,7 @@ func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
 			txPPS = o.res.PPS()
 		} else {
 			var err error
-			run, err = r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=%s size=64 secs=%d", mode, secs), func(map[string]string) (err error) {
+			run, err = r.guest(ns, sys, vmmArgs, cmdline, func(map[string]string) (err error) {
 				pr, err = Ping(ns, GuestIP, pingCount, pingInterval, pingTimeout, maxTotal)
 				return err
 			})
@@ -271,6 +288,13 @@ func (r *runner) ping(sys System, flood bool, vmmArgs []string) Sample {
 			// Per echo reply: the window holds the guest's whole run, so
 			// L1's tick over it is in the exits too.
 			addExits(&s, run, float64(run.Uint("icmp")), float64(run.Uint("kicks")))
+		}
+		if run != nil && pm == pingIdleIRQ {
+			s.Detail["guest_irqs"] = float64(run.Uint("irqs"))
+			s.Detail["guest_halts"] = float64(run.Uint("halts"))
+			if run.Result["irqs"] == "" {
+				s.Err = "the guest's result has no irqs= (a bench guest built before irq=1?)"
+			}
 		}
 		return s
 	})

@@ -3,7 +3,7 @@
  *   mode=tx size=64 count=N secs=S kick=N   a UDP flood
  *   mode=rx secs=S [irq=1]                  count the peer's frames (irq=1:
  *                                           halt between rx interrupts)
- *   mode=echo secs=S / mode=echo+tx size=64 answer ARP and ping (and flood)
+ *   mode=echo secs=S [irq=1] / mode=echo+tx size=64 answer ARP and ping (and flood)
  * and ip=, peer=, dmac=, evidx=0, tsc_khz=, bars=reassign adjust it; cpl3=1 on a PVH boot
  * enters through the user-mode start instead (usermode.c). Results are BENCH
  * lines on the serial port; the status goes to the exit device. */
@@ -45,8 +45,8 @@ void bench_main(const char *cmdline, int at_cpl0)
 	if (!is_tx && !is_rx && !is_echo && !is_echo_tx)
 		bench_fail(EXIT_BAD_ARGS, "unknown mode= (use mode=tx, rx, echo or echo+tx)");
 
-	if (arg_u64(cmdline, "irq", 0) && !is_rx)
-		bench_fail(EXIT_BAD_ARGS, "irq=1 is for mode=rx (the other modes poll)");
+	if (arg_u64(cmdline, "irq", 0) && !is_rx && !is_echo)
+		bench_fail(EXIT_BAD_ARGS, "irq=1 is for mode=rx and mode=echo (the flooding modes poll)");
 	net_setup(&net, cmdline);
 	if (is_tx)
 		mode_tx(&net, size, count, secs);

@@ -1,6 +1,7 @@
 /* mode=echo: answer ARP and ICMP echo for ip= for secs seconds; with
  * mode=echo+tx, flood tx at the same time (the seed 002 setup: the replies
- * queue behind the flood in the same tx ring). */
+ * queue behind the flood in the same tx ring). mode=echo with irq=1 halts
+ * while nothing comes, so each request is an interrupt that wakes it. */
 #include "bench.h"
 
 #define RX_BATCH 64
@@ -63,9 +64,20 @@ void mode_echo(struct net *n, int flood, u32 size, u64 secs)
 			vq_kick(&n->tx);
 			pending = 0;
 		}
-		if (!got && !flood)
+		if (got || flood)
+			continue;
+		if (!n->irq) {
 			cpu_relax();
+			continue;
+		}
+		if (!vq_arm(&n->rx)) {
+			n->halts++;
+			irq_wait();
+		}
+		vq_disarm(&n->rx);
 	}
+	if (n->irq)
+		irq_stop();
 	vq_kick(&n->tx);
 	u64 tsc = rdtsc() - start;
 	serial_puts("BENCH result mode=echo");
@@ -78,5 +90,10 @@ void mode_echo(struct net *n, int flood, u32 size, u64 secs)
 	serial_kv("usec", tsc * 1000 / n->tsc_khz);
 	serial_kv("pps", tsc ? c.flood * n->tsc_khz * 1000 / tsc : 0);
 	serial_kv("kicks", n->tx.kicks);
+	if (n->irq) {
+		serial_kv("irqs", irq_rx_count);
+		serial_kv("timer_irqs", irq_timer_count);
+		serial_kv("halts", n->halts);
+	}
 	serial_puts("\n");
 }
