@@ -166,11 +166,7 @@ func (r *runner) rx(sys System, irq bool, vmmArgs []string) Sample {
 		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent)
 		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
 		if irq {
-			s.Detail["guest_irqs"] = float64(run.Uint("irqs"))   // rx interrupts the guest took
-			s.Detail["guest_halts"] = float64(run.Uint("halts")) // times it found its ring empty and halted
-			if run.Result["irqs"] == "" {
-				s.Err = "the guest's result has no irqs= (a bench guest built before irq=1?)"
-			}
+			addGuestIRQs(&s, run)
 		}
 		addExits(&s, run, float64(run.Uint("frames")), float64(run.Uint("kicks")))
 		return s
@@ -193,6 +189,16 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	}
 	for k, v := range run.Switches {
 		s.Detail[k] = float64(v)
+	}
+}
+
+// addGuestIRQs puts what an irq=1 guest counted into s: the rx interrupts
+// it took and the times it found its ring empty and halted.
+func addGuestIRQs(s *Sample, run *GuestRun) {
+	s.Detail["guest_irqs"] = float64(run.Uint("irqs"))
+	s.Detail["guest_halts"] = float64(run.Uint("halts"))
+	if run.Result["irqs"] == "" && s.Err == "" {
+		s.Err = "the guest's result has no irqs= (a bench guest built before irq=1?)"
 	}
 }
 
@@ -290,11 +296,7 @@ func (r *runner) ping(sys System, pm pingMode, vmmArgs []string) Sample {
 			addExits(&s, run, float64(run.Uint("icmp")), float64(run.Uint("kicks")))
 		}
 		if run != nil && pm == pingIdleIRQ {
-			s.Detail["guest_irqs"] = float64(run.Uint("irqs"))
-			s.Detail["guest_halts"] = float64(run.Uint("halts"))
-			if run.Result["irqs"] == "" {
-				s.Err = "the guest's result has no irqs= (a bench guest built before irq=1?)"
-			}
+			addGuestIRQs(&s, run)
 		}
 		return s
 	})

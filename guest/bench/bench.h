@@ -182,6 +182,26 @@ int vq_get_used(struct virtqueue *q, u16 *id, u32 *len);
 int vq_arm(struct virtqueue *q);
 void vq_disarm(struct virtqueue *q);
 
+/* ---- IDT entries (usermode.c, irq.c) ---- */
+struct idt_gate {
+	u16 offset_low, selector;
+	u8 ist, type_attr;
+	u16 offset_mid;
+	u32 offset_high, reserved;
+} __attribute__((packed));
+
+struct table_desc {
+	u16 limit;
+	u64 base;
+} __attribute__((packed));
+
+/* idt_gate: an interrupt gate (IF cleared on entry) to 64-bit code at
+ * selector 0x08, DPL 0, the code segment of both GDTs. */
+static inline struct idt_gate idt_gate(u64 handler)
+{
+	return (struct idt_gate){(u16)handler, 0x08, 0, 0x8e, (u16)(handler >> 16), (u32)(handler >> 32), 0};
+}
+
 /* ---- irq.c: irq=1, interrupts at CPL0 ---- */
 #define IRQ_VECTOR_RX 0x40
 #define IRQ_VECTOR_TIMER 0x41

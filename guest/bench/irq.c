@@ -27,18 +27,6 @@
 #define MSIX_FUNCTION_MASK 0x4000
 #define MSI_ADDRESS 0xfee00000u /* destination APIC 0, physical mode */
 
-struct idt_gate {
-	u16 offset_low, selector;
-	u8 ist, type_attr;
-	u16 offset_mid;
-	u32 offset_high, reserved;
-} __attribute__((packed));
-
-struct table_desc {
-	u16 limit;
-	u64 base;
-} __attribute__((packed));
-
 static struct idt_gate idt[256] __attribute__((aligned(16)));
 volatile u64 irq_rx_count, irq_timer_count;
 volatile u32 *lapic_eoi; /* irq.S writes 0 here to end each interrupt */
@@ -46,11 +34,6 @@ static volatile u8 *lapic;
 
 extern const u64 fault_stubs[32]; /* usermode.S: report and exit */
 extern char irq_rx_entry[], irq_timer_entry[], irq_spurious_entry[];
-
-static void set_gate(int v, u64 h)
-{
-	idt[v] = (struct idt_gate){(u16)h, 0x08, 0, 0x8e, (u16)(h >> 16), (u32)(h >> 32), 0};
-}
 
 static u64 rdmsr(u32 msr)
 {
@@ -67,11 +50,11 @@ void irq_setup(u64 tsc_khz)
 	if (!running_at_cpl0)
 		bench_fail(EXIT_BAD_ARGS, "irq=1 takes interrupts at CPL0: boot through PVH (tinyvmm run --kernel bench.elf without --bench-guest)");
 	for (int v = 0; v < 32; v++)
-		set_gate(v, fault_stubs[v]);
+		idt[v] = idt_gate(fault_stubs[v]);
 	for (int v = 32; v < 256; v++)
-		set_gate(v, (u64)irq_spurious_entry);
-	set_gate(IRQ_VECTOR_RX, (u64)irq_rx_entry);
-	set_gate(IRQ_VECTOR_TIMER, (u64)irq_timer_entry);
+		idt[v] = idt_gate((u64)irq_spurious_entry);
+	idt[IRQ_VECTOR_RX] = idt_gate((u64)irq_rx_entry);
+	idt[IRQ_VECTOR_TIMER] = idt_gate((u64)irq_timer_entry);
 	struct table_desc d = {sizeof(idt) - 1, (u64)idt};
 	__asm__ volatile("lidt %0" : : "m"(d) : "memory");
 

@@ -5,7 +5,6 @@
  * user_fault, which reports it: under tinyvmm it would mean CPL0 code. */
 #include "bench.h"
 
-#define SEL_KERNEL_CODE 0x08
 #define SEL_USER_DATA 0x18
 #define SEL_USER_CODE 0x20
 #define SEL_TSS 0x28
@@ -17,18 +16,6 @@ struct tss {
 	u64 rsp0, rsp1, rsp2;
 	u64 reserved1, ist[7], reserved2;
 	u16 reserved3, iomap_base;
-} __attribute__((packed));
-
-struct idt_gate {
-	u16 offset_low, selector;
-	u8 ist, type_attr;
-	u16 offset_mid;
-	u32 offset_high, reserved;
-} __attribute__((packed));
-
-struct table_desc {
-	u16 limit;
-	u64 base;
 } __attribute__((packed));
 
 /* In .boot, not .bss: the user-mode start zeroes .bss while these live. */
@@ -65,10 +52,8 @@ void enter_user_mode(const char *cmdline)
 	gdt[6] = tss_base >> 32;
 	tss.rsp0 = (u64)(fault_stack + sizeof(fault_stack));
 	tss.iomap_base = sizeof(tss); /* no I/O bitmap: IOPL 3 decides */
-	for (int v = 0; v < FAULT_VECTORS; v++) {
-		u64 h = fault_stubs[v];
-		idt[v] = (struct idt_gate){(u16)h, SEL_KERNEL_CODE, 0, 0x8e, (u16)(h >> 16), (u32)(h >> 32), 0};
-	}
+	for (int v = 0; v < FAULT_VECTORS; v++)
+		idt[v] = idt_gate(fault_stubs[v]);
 	struct table_desc g = {sizeof(gdt) - 1, (u64)gdt}, i = {sizeof(idt) - 1, (u64)idt};
 	__asm__ volatile("lgdt %0; lidt %1; ltr %w2" : : "m"(g), "m"(i), "r"(SEL_TSS) : "memory");
 	user_iret((u64)_start, (u64)stack_top, (u64)cmdline, RFLAGS_IOPL3);
