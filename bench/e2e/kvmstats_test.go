@@ -207,6 +207,22 @@ func (c *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// TestHostCPUPerFrame: the VMM's CPU outside the guest over the window,
+// per frame the guest moved; none without frames.
+func TestHostCPUPerFrame(t *testing.T) {
+	run := &GuestRun{KVM: kvmCounts{"exits": 300}, IOURings: -1, Switches: map[string]uint64{"vmm_host_cpu_ms": 900}}
+	s := Sample{Detail: map[string]float64{}}
+	addExits(&s, run, 200_000, 3)
+	if got := s.Detail["host_cpu_us_per_frame"]; got != 4.5 {
+		t.Errorf("host CPU per frame %v us, want 4.5 (900 ms over 200,000 frames)", got)
+	}
+	s = Sample{Detail: map[string]float64{}}
+	addExits(&s, run, 0, 0)
+	if _, ok := s.Detail["host_cpu_us_per_frame"]; ok {
+		t.Errorf("host CPU per frame without frames: %v", s.Detail)
+	}
+}
+
 // TestCellsCarryPerFrameCounts: medians over the runs that worked, in the
 // JSON names the issue asks for, only where there were counts.
 func TestCellsCarryPerFrameCounts(t *testing.T) {

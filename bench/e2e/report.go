@@ -53,6 +53,9 @@ type Cell struct {
 	ExitsPerFrame *float64 `json:"exits_per_frame,omitempty"`
 	KicksPerFrame *float64 `json:"kicks_per_frame,omitempty"`
 	IRQsPerFrame  *float64 `json:"irqs_per_frame,omitempty"`
+	// HostCPUPerFrame is the VMM's CPU time outside the guest per frame,
+	// in microseconds (addExits).
+	HostCPUPerFrame *float64 `json:"host_cpu_us_per_frame,omitempty"`
 }
 
 func newReport(o Options, host kvm.Host, systems map[System]systemState) *Report {
@@ -105,6 +108,7 @@ func (r *Report) finish(took time.Duration) {
 		c.ExitsPerFrame = c.detailPtr("exits_per_frame")
 		c.KicksPerFrame = c.detailPtr("kicks_per_frame")
 		c.IRQsPerFrame = c.detailPtr("irqs_per_frame")
+		c.HostCPUPerFrame = c.detailPtr("host_cpu_us_per_frame")
 	}
 }
 
@@ -305,9 +309,9 @@ func (r *Report) printTable(w io.Writer) {
 // throughput cells: the counts that decide the cost on any KVM.
 func (r *Report) printPerFrame(w io.Writer) {
 	fmt.Fprintf(w, "\nper frame, medians (KVM's counters of the VM between the guest's ready and result lines;\n"+
-		"kicks: the guest's notify writes; irqs: interrupts KVM injected)\n")
+		"kicks: the guest's notify writes; irqs: interrupts KVM injected; host us: the VMM's CPU outside the guest)\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\t")
+	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\thost us tinyvmm\thost us QEMU\t")
 	keys := []string{"tx64", "tx1400", "rx64", "rx64irq"}
 	for _, e := range r.exps {
 		if strings.HasPrefix(e.Key, "kick") {
@@ -320,6 +324,7 @@ func (r *Report) printPerFrame(w io.Writer) {
 			func(c *Cell) *float64 { return c.ExitsPerFrame },
 			func(c *Cell) *float64 { return c.KicksPerFrame },
 			func(c *Cell) *float64 { return c.IRQsPerFrame },
+			func(c *Cell) *float64 { return c.HostCPUPerFrame },
 		} {
 			for _, s := range []System{SysTinyvmm, SysQEMU} {
 				line += r.perFrame(k, s, get) + "\t"

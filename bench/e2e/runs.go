@@ -174,7 +174,10 @@ func (r *runner) rx(sys System, irq bool, vmmArgs []string) Sample {
 }
 
 // addExits puts what KVM counted in the run's window into s: the raw
-// counts and the per-frame ratios (exitDetail), and the VMM's io_urings.
+// counts and the per-frame ratios (exitDetail), and the VMM's io_urings;
+// and the VMM's host CPU per frame (host_cpu_us_per_frame: all its
+// threads outside guest mode, the device's work, the exits' handling and
+// KVM's halt polling), which decides how many frames a host core moves.
 func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	if run.IOURings >= 0 {
 		s.Detail["io_uring_fds"] = float64(run.IOURings)
@@ -189,6 +192,9 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	}
 	for k, v := range run.Switches {
 		s.Detail[k] = float64(v)
+	}
+	if cpu, ok := s.Detail["vmm_host_cpu_ms"]; ok && frames > 0 {
+		s.Detail["host_cpu_us_per_frame"] = cpu * 1000 / frames
 	}
 }
 
