@@ -163,7 +163,9 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 		float64(b.tx-a.tx)/floodFrame/secs, float64(b.rx-a.rx)/floodFrame/secs, cpuFrac*1e3, cpuFrac*100,
 		st.Queues[0].Throttled, st.Queues[1].Throttled)
 	t.Logf("%s", st) // kicks and interrupts: the worker woke for frames and timers only
-	if cpuFrac > 0.01 {
+	// A spin takes tens of % even on a shared CPU; sleeping, ~0.2 % on a
+	// quiet machine, 1.15 % in CI with the packages' tests in parallel.
+	if cpuFrac > 0.05 {
 		t.Errorf("the throttled worker used %.2f %% of a CPU; want ~0 (it must sleep, not spin)", cpuFrac*100)
 	}
 	if b.cpu == 0 {
