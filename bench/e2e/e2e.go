@@ -137,12 +137,19 @@ func (o Options) experiments(r *runner) []experiment {
 	exps := []experiment{
 		{"tx64", "guest->host pps, 64 B", "pps", all, func(s System) Sample { return r.tx(s, 64, 1, nil) }},
 		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},
-		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, false, nil) }},
-		{"rx64irq", "host->guest pps, 64 B, guest halts between interrupts", "pps", vms, func(s System) Sample { return r.rx(s, true, nil) }},
+		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, false, SendFlood, nil) }},
+		{"rx64irq", "host->guest pps, 64 B, guest halts between interrupts", "pps", vms, func(s System) Sample { return r.rx(s, true, SendFlood, nil) }},
+	}
+	// pktgen's cell where the kernel has pktgen (bench/nested.sh's L1), or
+	// where it is asked for.
+	if pktgenHere() || slices.Contains(o.Only, "rx64pg") {
+		exps = append(exps, experiment{"rx64pg", "host->guest pps, 64 B, pktgen sender", "pps", vms, func(s System) Sample { return r.rx(s, false, PktgenFlood, nil) }})
+	}
+	exps = append(exps, []experiment{
 		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, pingIdle, nil) }},
 		{"ping_idle_irq", "ping, guest halted between interrupts", "us", vms, func(s System) Sample { return r.ping(s, pingIdleIRQ, nil) }},
 		{"ping_flood", "ping, guest flooding tx", "us", all, func(s System) Sample { return r.ping(s, pingFlood, nil) }},
-	}
+	}...)
 	for _, k := range o.Kicks {
 		exps = append(exps, experiment{fmt.Sprintf("kick%d", k), fmt.Sprintf("tx 64 B, kick=%d", k), "pps", vms,
 			func(s System) Sample { return r.tx(s, 64, k, nil) }})
@@ -155,8 +162,8 @@ func (o Options) experiments(r *runner) []experiment {
 	for _, v := range o.Variants {
 		for _, e := range []experiment{
 			{"tx64@" + v.Name, "guest->host pps, 64 B", "pps", nil, func(s System) Sample { return r.tx(s, 64, 1, v.Args) }},
-			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, false, v.Args) }},
-			{"rx64irq@" + v.Name, "host->guest pps, 64 B, guest halts between interrupts", "pps", nil, func(s System) Sample { return r.rx(s, true, v.Args) }},
+			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, false, SendFlood, v.Args) }},
+			{"rx64irq@" + v.Name, "host->guest pps, 64 B, guest halts between interrupts", "pps", nil, func(s System) Sample { return r.rx(s, true, SendFlood, v.Args) }},
 			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, pingIdle, v.Args) }},
 			{"ping_idle_irq@" + v.Name, "ping, guest halted between interrupts", "us", nil, func(s System) Sample { return r.ping(s, pingIdleIRQ, v.Args) }},
 			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, pingFlood, v.Args) }},

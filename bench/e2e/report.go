@@ -201,6 +201,7 @@ func (r *Report) printTable(w io.Writer) {
 		{"tx1400", "", "guest->host pps, 1400 B"},
 		{"rx64", "", "host->guest pps, 64 B"},
 		{"rx64irq", "", "host->guest pps, 64 B, guest irqs"},
+		{"rx64pg", "", "host->guest pps, 64 B, pktgen"},
 	}
 	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_idle_irq", "idle, irqs"}, {"ping_flood", "under tx flood"}} {
 		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us"} {
@@ -312,7 +313,7 @@ func (r *Report) printPerFrame(w io.Writer) {
 		"kicks: the guest's notify writes; irqs: interrupts KVM injected; host us: the VMM's CPU outside the guest)\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\thost us tinyvmm\thost us QEMU\t")
-	keys := []string{"tx64", "tx1400", "rx64", "rx64irq"}
+	keys := []string{"tx64", "tx1400", "rx64", "rx64irq", "rx64pg"}
 	for _, e := range r.exps {
 		if strings.HasPrefix(e.Key, "kick") {
 			keys = append(keys, e.Key)

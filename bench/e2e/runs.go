@@ -114,10 +114,11 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 }
 
 // rx measures host->guest frames per second: a sender in the namespace
-// floods 64-byte frames, the guest (or the ceiling) counts them. The guest
-// polls its ring, or with irq it halts whenever the ring is empty and
-// goes on at the device's interrupt, as a guest kernel does.
-func (r *runner) rx(sys System, irq bool, vmmArgs []string) Sample {
+// (send: the bench's socket sender or pktgen) floods 64-byte frames, the
+// guest (or the ceiling) counts them. The guest polls its ring, or with
+// irq it halts whenever the ring is empty and goes on at the device's
+// interrupt, as a guest kernel does.
+func (r *runner) rx(sys System, irq bool, send sendFunc, vmmArgs []string) Sample {
 	if r.cpuprofile != "" && sys == SysTinyvmm {
 		vmmArgs = append(slices.Clone(vmmArgs), "--cpuprofile", r.cpuprofile+".rx")
 	}
@@ -157,7 +158,7 @@ func (r *runner) rx(sys System, irq bool, vmmArgs []string) Sample {
 			if err != nil {
 				return fmt.Errorf("guest ready line without a MAC: %v", ready)
 			}
-			sent, err = SendFlood(ns, mac, 64, sendFor, maxFrames)
+			sent, err = send(ns, mac, 64, sendFor, maxFrames)
 			return err
 		})
 		if err != nil {
@@ -165,6 +166,9 @@ func (r *runner) rx(sys System, irq bool, vmmArgs []string) Sample {
 		}
 		s := rxSample(float64(run.Uint("pps")), float64(run.Uint("frames")), float64(run.Uint("bad")), float64(run.Uint("lost")), sent)
 		s.Detail["guest_kicks"] = float64(run.Uint("kicks")) // rx buffers returned with a notify
+		if pg := run.Uint("pktgen"); pg > 0 {
+			s.Detail["guest_pktgen_frames"] = float64(pg)
+		}
 		if irq {
 			addGuestIRQs(&s, run)
 		}
@@ -211,6 +215,9 @@ func addGuestIRQs(s *Sample, run *GuestRun) {
 func rxSample(pps, good, bad, lost float64, sent SendResult) Sample {
 	s := Sample{Value: pps, Detail: map[string]float64{"received": good, "corrupt": bad, "lost": lost, "sent": float64(sent.Sent),
 		"sender_cpu_ms": float64(sent.CPU.Milliseconds()), "sender_ms": float64(sent.Duration.Milliseconds())}}
+	if sent.Dropped > 0 {
+		s.Detail["tap_drops"] = float64(sent.Dropped)
+	}
 	switch {
 	case bad > 0:
 		s.Err = fmt.Sprintf("%.0f corrupted frames", bad)

@@ -13,9 +13,13 @@ import (
 // SendResult is what a host-side flood sent.
 type SendResult struct {
 	Sent     uint64
+	Dropped  uint64 // frames the tap dropped, its queue full (pktgen counts them)
 	Duration time.Duration
 	CPU      time.Duration // the sending thread's CPU time (ns.Do keeps it on one)
 }
+
+// sendFunc is a host-side flood: SendFlood or PktgenFlood.
+type sendFunc func(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Duration, maxFrames uint64) (SendResult, error)
 
 // SendFlood sends bench frames of size bytes to dstMAC through the
 // namespace's tap for dur or maxFrames, whichever ends first.

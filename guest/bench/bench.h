@@ -231,6 +231,9 @@ void frame_build(u8 *f, u32 len, u64 seq, const u8 src_mac[6], const u8 dst_mac[
 /* frame_check returns 1 for a good bench frame (seq set), 0 for another
  * kind of frame, -1 for a bench frame whose checksum or length is wrong. */
 int frame_check(const u8 *f, u32 len, u64 *seq);
+/* pktgen_check returns 1 for a frame of the kernel's pktgen (seq set: its
+ * sequence number), 0 for any other; pktgen's payload has no checksum. */
+int pktgen_check(const u8 *f, u32 len, u64 *seq);
 u16 ip_checksum(const void *data, u32 len);
 
 /* ---- echo.c: ARP and ICMP echo answers ---- */

@@ -88,3 +88,20 @@ int frame_check(const u8 *f, u32 len, u64 *seq)
 	*seq = (u64)get32le(p + 4) | (u64)get32le(p + 8) << 32;
 	return payload_sum(p, payload) == get32le(p + 12) ? 1 : -1;
 }
+
+/* The kernel's packet generator (net/core/pktgen.c) starts a UDP payload
+ * with struct pktgen_hdr: magic, then a sequence number, big-endian. */
+#define PKTGEN_MAGIC 0xbe9be955u
+
+static u32 get32be(const u8 *p) { return (u32)p[0] << 24 | (u32)p[1] << 16 | (u32)p[2] << 8 | p[3]; }
+
+int pktgen_check(const u8 *f, u32 len, u64 *seq)
+{
+	if (len < FRAME_HDR + 8 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17)
+		return 0;
+	const u8 *p = f + FRAME_HDR;
+	if (get32be(p) != PKTGEN_MAGIC)
+		return 0;
+	*seq = get32be(p + 4) - 1; /* pktgen numbers from 1, the bench from 0 */
+	return 1;
+}

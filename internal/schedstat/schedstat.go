@@ -18,6 +18,16 @@ func ThreadCPU(tid int) uint64 {
 	return parse(string(b))
 }
 
+// TaskCPU is the CPU time in ns that task pid has run, any process's or
+// a kernel thread's (/proc/PID/schedstat), 0 if unknown.
+func TaskCPU(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0
+	}
+	return parse(string(b))
+}
+
 // parse takes the first field of a schedstat line, 0 if there is none.
 func parse(s string) uint64 {
 	f := strings.Fields(s)
