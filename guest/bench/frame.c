@@ -74,12 +74,19 @@ void frame_build(u8 *f, u32 len, u64 seq, const u8 src_mac[6], const u8 dst_mac[
 	put32le(p + 12, payload_sum(p, payload));
 }
 
+/* udp_payload is the UDP payload of an IPv4 UDP frame (a 20-byte IP
+ * header, as both senders write) at least min bytes long, or 0. */
+static const u8 *udp_payload(const u8 *f, u32 len, u32 min)
+{
+	if (len < FRAME_HDR + min || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17)
+		return 0;
+	return f + FRAME_HDR;
+}
+
 int frame_check(const u8 *f, u32 len, u64 *seq)
 {
-	if (len < FRAME_HDR + PAYLOAD_HDR || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17)
-		return 0;
-	const u8 *p = f + FRAME_HDR;
-	if (get32le(p) != FRAME_MAGIC)
+	const u8 *p = udp_payload(f, len, PAYLOAD_HDR);
+	if (!p || get32le(p) != FRAME_MAGIC)
 		return 0;
 	u32 udp_len = (u32)f[14 + 24] << 8 | f[14 + 25];
 	if (udp_len < 8 + PAYLOAD_HDR || FRAME_HDR - 8 + udp_len > len)
@@ -97,10 +104,8 @@ static u32 get32be(const u8 *p) { return (u32)p[0] << 24 | (u32)p[1] << 16 | (u3
 
 int pktgen_check(const u8 *f, u32 len, u64 *seq)
 {
-	if (len < FRAME_HDR + 8 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17)
-		return 0;
-	const u8 *p = f + FRAME_HDR;
-	if (get32be(p) != PKTGEN_MAGIC)
+	const u8 *p = udp_payload(f, len, 8);
+	if (!p || get32be(p) != PKTGEN_MAGIC)
 		return 0;
 	*seq = get32be(p + 4) - 1; /* pktgen numbers from 1, the bench from 0 */
 	return 1;
