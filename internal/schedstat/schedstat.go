@@ -10,18 +10,15 @@ import (
 
 // ThreadCPU is the CPU time in ns that thread tid of this process has run
 // (the first field of /proc/self/task/TID/schedstat), 0 if unknown.
-func ThreadCPU(tid int) uint64 {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
-	if err != nil {
-		return 0
-	}
-	return parse(string(b))
-}
+func ThreadCPU(tid int) uint64 { return read("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat") }
 
 // TaskCPU is the CPU time in ns that task pid has run, any process's or
 // a kernel thread's (/proc/PID/schedstat), 0 if unknown.
-func TaskCPU(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+func TaskCPU(pid int) uint64 { return read("/proc/" + strconv.Itoa(pid) + "/schedstat") }
+
+// read is the CPU time in a schedstat file, 0 if it cannot be read.
+func read(path string) uint64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
