@@ -138,15 +138,15 @@ func PktgenFlood(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Dura
 		return SendResult{}, err
 	}
 	thread := fmt.Sprintf("kpktgend_%d", cpu)
-	dev := filepath.Join(pktgenDir, TapName)
+	threadFile, dev, ctrl := filepath.Join(pktgenDir, thread), filepath.Join(pktgenDir, TapName), filepath.Join(pktgenDir, "pgctrl")
 	err = ns.Do(func() error {
 		if _, err := os.Stat(pktgenDir); err != nil {
 			return errNoPktgen
 		}
-		if err := pktgenWrite(filepath.Join(pktgenDir, thread), "rem_device_all"); err != nil {
+		if err := pktgenWrite(threadFile, "rem_device_all"); err != nil {
 			return err
 		}
-		if err := pktgenWrite(filepath.Join(pktgenDir, thread), "add_device "+TapName); err != nil {
+		if err := pktgenWrite(threadFile, "add_device "+TapName); err != nil {
 			return err
 		}
 		for _, c := range pktgenCommands(dstMAC, size, maxFrames) {
@@ -165,13 +165,13 @@ func PktgenFlood(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Dura
 	start, cpu0 := time.Now(), tasksCPU(pids)
 	done := make(chan error, 1)
 	go func() {
-		done <- ns.Do(func() error { return pktgenWrite(filepath.Join(pktgenDir, "pgctrl"), "start") })
+		done <- ns.Do(func() error { return pktgenWrite(ctrl, "start") })
 	}()
 	var runErr error
 	select {
 	case runErr = <-done:
 	case <-time.After(dur):
-		if err := ns.Do(func() error { return pktgenWrite(filepath.Join(pktgenDir, "pgctrl"), "stop") }); err != nil {
+		if err := ns.Do(func() error { return pktgenWrite(ctrl, "stop") }); err != nil {
 			return SendResult{}, err
 		}
 		runErr = <-done
