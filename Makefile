@@ -9,7 +9,7 @@ GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernet/... ./userproc/...
+RACE_PKGS := ./devices/... ./virtio/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernet/... ./userproc/...
 
 .PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 
@@ -63,8 +63,8 @@ mod-check:
 # A short fuzzing pass over guest-controlled input; longer with FUZZTIME=5m.
 FUZZTIME ?= 15s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./devices/
-	$(GO) test -run='^$$' -fuzz=FuzzVirtioPCI -fuzztime=$(FUZZTIME) ./devices/
+	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./virtio/
+	$(GO) test -run='^$$' -fuzz=FuzzVirtioPCI -fuzztime=$(FUZZTIME) ./virtio/pci/
 	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./boot/
 	$(GO) test -run='^$$' -fuzz=FuzzDeviceRings -fuzztime=$(FUZZTIME) ./virtionet/
 	$(GO) test -run='^$$' -fuzz=FuzzCtrlQueue -fuzztime=$(FUZZTIME) ./virtionet/

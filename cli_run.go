@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
 	"tinyvmm/virtionet"
@@ -232,14 +231,14 @@ func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.
 		}
 		if errors.Is(err, errTimeout) {
 			fail(stderr, 0, errTimeout)
-			return devices.StatusTimeout
+			return vmm.StatusTimeout
 		}
-		var ge *devices.GuestError
+		var ge *vmm.GuestError
 		if errors.As(err, &ge) {
 			fail(stderr, 0, err)
 			return ge.Status
 		}
-		if errors.Is(err, devices.ErrGuestRebooted) {
+		if errors.Is(err, vmm.ErrGuestRebooted) {
 			fail(stderr, 0, err)
 			return status
 		}

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/ptytest"
 	"tinyvmm/kvm"
@@ -406,13 +405,13 @@ func TestBootStatuses(t *testing.T) {
 			return 1, fmt.Errorf("guest stopped: %w", context.Cause(ctx))
 		}, 50 * time.Millisecond, 124, "tinyvmm: guest still running after 50ms (--timeout); stopped it\n"},
 		{"panic", func(context.Context) (int, error) {
-			return devices.GuestStop{Reason: devices.StopPanic, Detail: "Attempted to kill init! exitcode=0x00000000"}.Result()
+			return vmm.GuestStop{Reason: vmm.StopPanic, Detail: "Attempted to kill init! exitcode=0x00000000"}.Result()
 		}, 0, 121, "tinyvmm: guest kernel panic: Attempted to kill init! exitcode=0x00000000\n"},
 		{"no init", func(context.Context) (int, error) {
-			return devices.GuestStop{Reason: devices.StopNoInit, Detail: "No working init found."}.Result()
+			return vmm.GuestStop{Reason: vmm.StopNoInit, Detail: "No working init found."}.Result()
 		}, 0, 122, "tinyvmm: guest kernel found no init to run: No working init found.\n"},
 		{"triple fault", func(context.Context) (int, error) {
-			return devices.GuestStop{Reason: devices.StopTripleFault, Detail: "vCPU 0, RIP 0x1000"}.Result()
+			return vmm.GuestStop{Reason: vmm.StopTripleFault, Detail: "vCPU 0, RIP 0x1000"}.Result()
 		}, 0, 123, "tinyvmm: guest triple-faulted (vCPU 0, RIP 0x1000): its kernel crashed early; check --kernel, --append and the console output above\n"},
 		{"command status passes", func(context.Context) (int, error) { return 7, nil }, time.Hour, 7, ""},
 	} {

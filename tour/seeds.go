@@ -227,7 +227,7 @@ func (s Seeds) thresholdScreen() Screen {
 			"The patch has the guest's driver kick the device once every 8 frames (xsk_kick_thr) instead of after each; its table of frames/s by threshold 1 to 64 is best from 3 to 13 and uneven above.",
 			fmt.Sprintf("tinyvmm's device does it from its side: during a tx burst it publishes used entries every N chains and moves avail_event N-1 ahead, so the guest kicks once per N (default %d). Live: the guest floods 64-byte frames the host drops at once; %s per threshold.", virtionet.DefaultNotifyThreshold, secs(s.Opt.ThresholdRun)),
 		},
-		Where: []string{"virtionet/tx.go worker.handleTx, worker.txGroup", "devices/virtqueue.go Queue.EnableNotify, Queue.PublishUsed"},
+		Where: []string{"virtionet/tx.go worker.handleTx, worker.txGroup", "virtio/virtqueue.go Queue.EnableNotify, Queue.PublishUsed"},
 	}
 	thr, pps, ns := []string{"threshold"}, []string{"kframes/s"}, []string{"ns/frame"}
 	var one, best, def device.ThresholdRow

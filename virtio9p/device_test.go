@@ -12,9 +12,9 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
-	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/sharefs"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/virtiotest"
 )
 
 const (
@@ -389,4 +389,4 @@ func TestActivationsAreSeparateSessions(t *testing.T) {
 	wantLerror(t, g.exchange(tgetattr(2, 1), 200), 2, 9) // EBADF: fid 1 was the old session's
 }
 
-var _ devices.VirtioDevice = (*Device)(nil)
+var _ virtio.Device = (*Device)(nil)

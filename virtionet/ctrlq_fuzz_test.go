@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // FuzzCtrlQueue sends a two-pair device's control queue whatever chains

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 func testTxFramesReachBackend(t *testing.T, io string) {

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/uring"
+	"tinyvmm/virtio"
 )
 
 // Queue indexes of the single queue pair.
@@ -21,7 +21,7 @@ const (
 	txQueue = 1
 )
 
-// Device is a virtio-net device; it implements devices.VirtioDevice.
+// Device is a virtio-net device; it implements virtio.Device.
 type Device struct {
 	cfg      Config
 	backend  Backend
@@ -35,18 +35,18 @@ type Device struct {
 	// pairsMu serializes what changes the set of running workers:
 	// activation, VQ_PAIRS_SET and reset.
 	pairsMu     sync.Mutex
-	act         *devices.Activation // the activation, nil when reset
-	actPairs    int                 // the pairs the driver may use (MQ acked: all)
-	activePairs atomic.Int32        // the pairs in use
-	askedPairs  atomic.Int32        // the pairs the driver last asked for (kept after reset, for Stats)
-	ctrl        *ctrlQueue          // the control queue's loop, nil when none
+	act         *virtio.Activation // the activation, nil when reset
+	actPairs    int                // the pairs the driver may use (MQ acked: all)
+	activePairs atomic.Int32       // the pairs in use
+	askedPairs  atomic.Int32       // the pairs the driver last asked for (kept after reset, for Stats)
+	ctrl        *ctrlQueue         // the control queue's loop, nil when none
 	ctrlStats   ctrlCounters
 
 	capture *capture    // Config.Pcap; nil when off
 	limits  [2]*limiter // rx, tx rate limits; nil when off
 }
 
-var _ devices.VirtioDevice = (*Device)(nil)
+var _ virtio.Device = (*Device)(nil)
 
 // New opens (or creates) the tap cfg.Ifname, or the AF_PACKET socket on
 // cfg.AFPacket, and returns the device on it. cfg.Log is told which.
@@ -184,13 +184,13 @@ func (d *Device) MAC() net.HardwareAddr { return d.cfg.MAC }
 // Backend is the device's backend (the tap).
 func (d *Device) Backend() Backend { return d.backend }
 
-// Type implements devices.VirtioDevice: 1 is net.
+// Type implements virtio.Device: 1 is net.
 func (d *Device) Type() uint16 { return 1 }
 
-// Features implements devices.VirtioDevice.
+// Features implements virtio.Device.
 func (d *Device) Features() uint64 { return d.features }
 
-// QueueMaxSizes implements devices.VirtioDevice: an rx and a tx queue per
+// QueueMaxSizes implements virtio.Device: an rx and a tx queue per
 // pair, and the control queue when there are several pairs.
 func (d *Device) QueueMaxSizes() []uint16 {
 	sizes := make([]uint16, d.numQueues())
@@ -203,16 +203,16 @@ func (d *Device) QueueMaxSizes() []uint16 {
 	return sizes
 }
 
-// ReadConfig implements devices.VirtioDevice.
+// ReadConfig implements virtio.Device.
 func (d *Device) ReadConfig(offset uint64, data []byte) { readConfig(d.config[:], offset, data) }
 
-// WriteConfig implements devices.VirtioDevice; every field is read-only.
+// WriteConfig implements virtio.Device; every field is read-only.
 func (d *Device) WriteConfig(offset uint64, data []byte) {}
 
-// Activate implements devices.VirtioDevice: it sets the backend's vnet
+// Activate implements virtio.Device: it sets the backend's vnet
 // header size and offloads from the acked features and starts the first
 // pair's worker (and the control queue's loop, if negotiated).
-func (d *Device) Activate(a devices.Activation) error {
+func (d *Device) Activate(a virtio.Activation) error {
 	if a.Features&^d.features != 0 {
 		return fmt.Errorf("net %s: driver acked features %#x that were not offered", d.cfg.Ifname, a.Features&^d.features)
 	}
@@ -253,7 +253,7 @@ func (d *Device) Activate(a devices.Activation) error {
 	return nil
 }
 
-// Reset implements devices.VirtioDevice: it stops the control queue's
+// Reset implements virtio.Device: it stops the control queue's
 // loop and the workers and returns once none touches guest memory.
 func (d *Device) Reset() {
 	d.pairsMu.Lock()

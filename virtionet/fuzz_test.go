@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // FuzzDeviceRings lets a hostile guest write both queues' descriptor

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/uring"
+	"tinyvmm/virtio"
 )
 
 // Multiqueue (VIRTIO_NET_F_MQ, virtio 1.2 5.1.6.5.5), vhost's model: the
@@ -157,7 +157,7 @@ func (d *Device) layout(acked uint64) (pairs, ctrl int) {
 
 // pairActivation is the part of a for pair i: its rx and tx queue, kicks
 // and interrupts, in the single pair's order.
-func pairActivation(a devices.Activation, i int) devices.Activation {
+func pairActivation(a virtio.Activation, i int) virtio.Activation {
 	p := a
 	p.Queues = a.Queues[2*i : 2*i+2]
 	p.Kicks = a.Kicks[2*i : 2*i+2]

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // mqTestDevice is a two-pair device on socketpairs, moving frames by io.

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // rig is a device on a socketpair, driven by the Go driver.

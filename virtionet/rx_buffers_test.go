@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // With MRG_RXBUF and GUEST_TSO a frame may need 64 KiB of buffers, more

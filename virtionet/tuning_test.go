@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // drainPeer reads frames the device sends until n arrived.

@@ -3,7 +3,7 @@ package virtionet
 import (
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
@@ -152,7 +152,7 @@ func (g *txStaged) reset() {
 // A chain of more buffers than one writev takes is copied into the
 // scratch buffer; it returns false then: the group must go before another
 // such chain can.
-func (w *worker) stageTx(chain devices.Chain) bool {
+func (w *worker) stageTx(chain virtio.Chain) bool {
 	g, c := &w.txg, &w.p.counters[txQueue]
 	start, total := len(g.iovs), 0
 	for _, d := range chain.Bufs {

@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/threadname"
+	"tinyvmm/virtio"
 )
 
 // burstPollNs is how soon the worker looks at the tx ring again while it
@@ -31,9 +31,9 @@ type worker struct {
 	maxFrame  int  // largest frame (header included) the backend may deliver
 	mergeable bool // VIRTIO_NET_F_MRG_RXBUF
 
-	q      [2]*devices.Queue
+	q      [2]*virtio.Queue
 	kick   [2]int
-	irq    [2]devices.Interrupt
+	irq    [2]virtio.Interrupt
 	broken [2]bool
 	fail   func(error)
 	fd     int // backend
@@ -78,7 +78,7 @@ type worker struct {
 	throttleAt [2]time.Time
 }
 
-func newWorker(d *Device, p *pair, a devices.Activation) (*worker, error) {
+func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
 	w := &worker{
 		d: d, p: p, acked: a.Features, tuning: d.cfg.Tuning,
 		trace:     newTracer(p.trace),

@@ -6,13 +6,15 @@ import (
 
 	"tinyvmm/devices"
 	"tinyvmm/userproc"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 )
 
 // netDevice is one virtio-net device behind its virtio-pci transport.
 type netDevice struct {
 	dev       *virtionet.Device
-	transport *devices.VirtioPCI
+	transport *pci.Transport
 }
 
 func (n *netDevice) stats() any { return n.dev.Stats() }
@@ -88,39 +90,39 @@ func (m *machine) openUserNet(cfg virtionet.Config, uc userproc.Config) (*virtio
 // attachPCI puts the PCI host bridge on ports 0xCF8-0xCFF and each net
 // and share device behind a virtio-pci function, its BAR in the 32-bit hole.
 func (m *machine) attachPCI() error {
-	pci := devices.NewPCIBus(m.mmio)
-	if err := m.pio.Register(devices.PCIConfigAddressPort, devices.PCIConfigPorts, pci); err != nil {
+	bus := devices.NewPCIBus(m.mmio)
+	if err := m.pio.Register(devices.PCIConfigAddressPort, devices.PCIConfigPorts, bus); err != nil {
 		return err
 	}
-	mode := devices.NotifyIoeventfd
+	mode := pci.NotifyIoeventfd
 	if m.cfg.Notify == NotifyExit {
-		mode = devices.NotifyExit
+		mode = pci.NotifyExit
 	}
 	type fn struct {
 		name string
-		dev  devices.VirtioDevice
-		set  func(*devices.VirtioPCI)
+		dev  virtio.Device
+		set  func(*pci.Transport)
 	}
 	var fns []fn
 	for _, n := range m.nets {
-		fns = append(fns, fn{"net " + n.dev.Stats().Ifname, n.dev, func(t *devices.VirtioPCI) { n.transport = t }})
+		fns = append(fns, fn{"net " + n.dev.Stats().Ifname, n.dev, func(t *pci.Transport) { n.transport = t }})
 	}
 	for _, s := range m.shares {
-		fns = append(fns, fn{"share " + s.cfg.HostDir, s.dev, func(t *devices.VirtioPCI) { s.transport = t }})
+		fns = append(fns, fn{"share " + s.cfg.HostDir, s.dev, func(t *pci.Transport) { s.transport = t }})
 	}
 	for i, f := range fns {
-		bar := uint64(mmioHoleStart) + uint64(i)*devices.VirtioPCIBARSize
-		if bar+devices.VirtioPCIBARSize > mmioHoleEnd {
+		bar := uint64(mmioHoleStart) + uint64(i)*pci.BARSize
+		if bar+pci.BARSize > mmioHoleEnd {
 			return fmt.Errorf("too many --net and --share devices for the PCI hole")
 		}
-		t, err := devices.NewVirtioPCI(f.dev, m.hv, m.ram.regions, devices.VirtioPCIOptions{
+		t, err := pci.New(f.dev, m.hv, m.ram.regions, pci.Options{
 			BARAddr: bar, Notify: mode, Logf: func(format string, args ...any) { m.logf(format, args...) },
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %v", f.name, err)
 		}
 		m.onTeardown(t.Close)
-		if _, err := pci.Add(t.PCI()); err != nil {
+		if _, err := bus.Add(t.PCI()); err != nil {
 			return err
 		}
 		f.set(t)

@@ -38,7 +38,7 @@ type machine struct {
 	nets      []*netDevice
 	shares    []*shareDevice
 
-	stop  *devices.StopOnce
+	stop  *StopOnce
 	exits exitCounts
 	boot  bootClock
 
@@ -67,7 +67,7 @@ func (c Config) Validate() error { return c.check() }
 // the status tinyvmm should exit with: the guest's, from the exit device.
 // Everything it opened is closed when it returns.
 func Run(ctx context.Context, cfg Config) (int, error) {
-	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: devices.NewStopOnce()}
+	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: NewStopOnce()}
 	m.boot.step("package init to vmm.Run")
 	if m.log == nil {
 		m.log = io.Discard
@@ -212,8 +212,8 @@ func (m *machine) addDevices() error {
 		dev        devices.BusDevice
 	}{
 		{devices.COM1Port, devices.SerialPorts, m.serial},
-		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.Stop)},
-		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.Stop)},
+		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.ExitStop)},
+		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.ResetStop)},
 		{BootTimerPort, 1, &m.boot},
 	} {
 		if err := m.pio.Register(d.port, d.size, d.dev); err != nil {
@@ -362,7 +362,7 @@ func (m *machine) startInput() error {
 			}
 			if quit {
 				m.logf("stopped by Ctrl-A x")
-				m.stop.Stop(devices.GuestStop{Reason: devices.StopPowerOff, Detail: "Ctrl-A x"})
+				m.stop.Stop(GuestStop{Reason: StopPowerOff, Detail: "Ctrl-A x"})
 				return
 			}
 			if err != nil {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
 	"tinyvmm/usernet"
@@ -250,14 +249,14 @@ func TestRunWithAPsWaitingForSIPI(t *testing.T) {
 
 func TestRunTripleFaultIsAnError(t *testing.T) {
 	status, err, _ := runTiny(t, tripleFault, true, 1, context.Background())
-	if err == nil || status != devices.StatusTripleFault || !strings.Contains(err.Error(), "triple-fault") {
+	if err == nil || status != StatusTripleFault || !strings.Contains(err.Error(), "triple-fault") {
 		t.Fatalf("status %d, err %v", status, err)
 	}
 }
 
 func TestRunRebootIsReported(t *testing.T) {
 	_, err, _ := runTiny(t, i8042Reboot, true, 1, context.Background())
-	if !errors.Is(err, devices.ErrGuestRebooted) {
+	if !errors.Is(err, ErrGuestRebooted) {
 		t.Fatalf("err %v, want ErrGuestRebooted", err)
 	}
 }

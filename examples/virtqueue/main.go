@@ -1,6 +1,6 @@
 // Command virtqueue is stage 5 of GUIDE.md: a virtio driver and tinyvmm's
 // virtio-net device exchanging one frame each way over split virtqueues,
-// with no VM at all. The driver is devices/virtiotest, written in Go; it
+// with no VM at all. The driver is virtio/virtiotest, written in Go; it
 // plays the guest over a byte slice that stands for guest memory. The
 // device is the real one (virtionet), with its worker thread; its backend
 // is a socketpair whose other end plays the host.
@@ -19,9 +19,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 )
 

@@ -1,10 +1,10 @@
-package devices_test
+package virtio_test
 
 import (
 	"encoding/binary"
 	"testing"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // Fuzz layout: 4 KiB of guest memory whose first bytes come from the
@@ -28,11 +28,11 @@ func FuzzQueue(f *testing.F) {
 		binary.LittleEndian.PutUint16(seed[16*i+12:], flags)
 		binary.LittleEndian.PutUint16(seed[16*i+14:], next)
 	}
-	put(0, 0xc00, 16, devices.DescFNext, 1)
-	put(1, 0xd00, 32, devices.DescFWrite, 0)
-	put(2, 0x300, 32, devices.DescFIndirect, 0)
-	put(0x30, 0xe00, 8, devices.DescFNext, 1) // the indirect table at 0x300
-	put(0x31, 0xe80, 8, devices.DescFWrite, 0)
+	put(0, 0xc00, 16, virtio.DescFNext, 1)
+	put(1, 0xd00, 32, virtio.DescFWrite, 0)
+	put(2, 0x300, 32, virtio.DescFIndirect, 0)
+	put(0x30, 0xe00, 8, virtio.DescFNext, 1) // the indirect table at 0x300
+	put(0x31, 0xe80, 8, virtio.DescFWrite, 0)
 	binary.LittleEndian.PutUint16(seed[fuzzAvail+4:], 0)
 	binary.LittleEndian.PutUint16(seed[fuzzAvail+6:], 2)
 	f.Add(seed, uint16(2), uint8(3), false, uint16(0))
@@ -43,12 +43,12 @@ func FuzzQueue(f *testing.F) {
 }
 
 func fuzzBody(t *testing.T, data []byte, availIdx uint16, sizeLog uint8, eventIdx bool, usedEvent uint16) {
-	mem := devices.FlatMemory(make([]byte, fuzzMem))
+	mem := virtio.FlatMemory(make([]byte, fuzzMem))
 	copy(mem, data)
 	size := uint16(1) << (sizeLog % 7) // 1..64: the rings fit their slots
 	binary.LittleEndian.PutUint16(mem[fuzzAvail+2:], availIdx)
 	binary.LittleEndian.PutUint16(mem[fuzzAvail+4+2*int(size):], usedEvent)
-	q := &devices.Queue{Size: size, MaxSize: 64, DescAddr: fuzzDesc, AvailAddr: fuzzAvail,
+	q := &virtio.Queue{Size: size, MaxSize: 64, DescAddr: fuzzDesc, AvailAddr: fuzzAvail,
 		UsedAddr: fuzzUsed, Ready: true, EventIdx: eventIdx, Mem: mem,
 		Indirect: sizeLog&0x80 == 0} // sizeLog's top bit: INDIRECT_DESC not negotiated
 	q.EnableNotify()
@@ -75,7 +75,7 @@ func fuzzBody(t *testing.T, data []byte, availIdx uint16, sizeLog uint8, eventId
 	q.DisableNotify()
 }
 
-func checkChain(t *testing.T, q *devices.Queue, c devices.Chain, memLen int) {
+func checkChain(t *testing.T, q *virtio.Queue, c virtio.Chain, memLen int) {
 	if c.Head >= q.Size {
 		t.Fatalf("head %d outside queue of %d", c.Head, q.Size)
 	}

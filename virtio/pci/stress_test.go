@@ -1,4 +1,4 @@
-package devices_test
+package pci_test
 
 import (
 	"encoding/binary"
@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/pci"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // workerDevice runs a goroutine per activation that triggers interrupts
@@ -18,7 +20,7 @@ type workerDevice struct {
 	wg   sync.WaitGroup
 }
 
-func (d *workerDevice) Activate(a devices.Activation) error {
+func (d *workerDevice) Activate(a virtio.Activation) error {
 	d.stop = make(chan struct{})
 	d.wg.Add(1)
 	go func(stop chan struct{}) {
@@ -54,9 +56,9 @@ func (d *workerDevice) Reset() {
 // reads race with a worker that triggers interrupts and fails; run with
 // -race. Reset must wait for the worker and never deadlock with Fail.
 func TestVirtioPCIResetWhileWorkerRuns(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	dev := &workerDevice{}
-	vp, err := devices.NewVirtioPCI(dev, g.hv, g.drv.Mem, devices.VirtioPCIOptions{BARAddr: 0xd0000000, Logf: func(string, ...any) {}})
+	vp, err := pci.New(dev, g.hv, g.drv.Mem, pci.Options{BARAddr: 0xd0000000, Logf: func(string, ...any) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestVirtioPCIResetWhileWorkerRuns(t *testing.T) {
 	g.probe2(0xd0000000)
 	for round := 0; round < 20; round++ {
 		g.enableMSIX()
-		g.negotiate(devices.FeatureVersion1)
+		g.negotiate(virtio.FeatureVersion1)
 		rx, _ := g.drv.NewQueue(16, ringOpts())
 		tx, _ := g.drv.NewQueue(16, ringOpts())
 		g.setupQueue(0, rx, 1)
@@ -131,8 +133,8 @@ func FuzzVirtioPCI(f *testing.F) {
 		hv := newFakeHV()
 		mmio := devices.NewMMIOBus()
 		bus := devices.NewPCIBus(mmio)
-		mem := devices.FlatMemory(make([]byte, 1<<16))
-		vp, err := devices.NewVirtioPCI(&fakeDevice{}, hv, mem, devices.VirtioPCIOptions{BARAddr: barAddr, Logf: func(string, ...any) {}})
+		mem := virtio.FlatMemory(make([]byte, 1<<16))
+		vp, err := pci.New(&fakeDevice{}, hv, mem, pci.Options{BARAddr: barAddr, Logf: func(string, ...any) {}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,14 +148,14 @@ func FuzzVirtioPCI(f *testing.F) {
 			ops = ops[copy(val, ops):]
 			switch kind {
 			case 0:
-				mmio.Write(barAddr+off%devices.VirtioPCIBARSize, val)
+				mmio.Write(barAddr+off%pci.BARSize, val)
 			case 1:
 				var a [4]byte
 				binary.LittleEndian.PutUint32(a[:], 1<<31|uint32(slot)<<11|uint32(off)&0xfc)
 				bus.Write(0, a[:])
 				bus.Write(4+off%4, val[:min(size, 4)])
 			case 2:
-				mmio.Read(barAddr+off%devices.VirtioPCIBARSize, val)
+				mmio.Read(barAddr+off%pci.BARSize, val)
 			case 3:
 				bus.Read(4+off%4, val[:min(size, 4)])
 			}

@@ -1,10 +1,12 @@
-package devices
+package pci
 
 import (
 	"encoding/binary"
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/virtio"
 )
 
 // Common configuration structure offsets (virtio 1.2, 4.1.4.3).
@@ -29,7 +31,7 @@ const (
 
 // renderCommonLocked lays the common configuration out as the guest sees
 // it, for the queue currently selected.
-func (t *VirtioPCI) renderCommonLocked(b []byte) {
+func (t *Transport) renderCommonLocked(b []byte) {
 	le := binary.LittleEndian
 	le.PutUint32(b[ccDeviceFeatureSelect:], t.devFeatSel)
 	if t.devFeatSel < 2 {
@@ -59,14 +61,14 @@ func (t *VirtioPCI) renderCommonLocked(b []byte) {
 	}
 }
 
-func (t *VirtioPCI) selectedLocked() *pciQueue {
+func (t *Transport) selectedLocked() *pciQueue {
 	if int(t.queueSel) < len(t.queues) {
 		return &t.queues[t.queueSel]
 	}
 	return nil
 }
 
-func (t *VirtioPCI) commonRead(off uint64, data []byte) {
+func (t *Transport) commonRead(off uint64, data []byte) {
 	var b [commonCfgLen]byte
 	t.renderCommonLocked(b[:])
 	readWindow(b[:], off, data)
@@ -75,7 +77,7 @@ func (t *VirtioPCI) commonRead(off uint64, data []byte) {
 // commonWrite merges the access into the rendered structure and applies
 // each field it touched, so any access width works (Linux writes the
 // 64-bit addresses as two 32-bit halves).
-func (t *VirtioPCI) commonWrite(off uint64, data []byte) {
+func (t *Transport) commonWrite(off uint64, data []byte) {
 	if off >= commonCfgLen || off+uint64(len(data)) > commonCfgLen {
 		return
 	}
@@ -85,8 +87,8 @@ func (t *VirtioPCI) commonWrite(off uint64, data []byte) {
 	end := off + uint64(len(data))
 	touches := func(field, size uint64) bool { return off < field+size && field < end }
 	le := binary.LittleEndian
-	featuresOpen := t.status.Load()&StatusFeaturesOK == 0
-	live := t.status.Load()&StatusDriverOK != 0
+	featuresOpen := t.status.Load()&virtio.StatusFeaturesOK == 0
+	live := t.status.Load()&virtio.StatusDriverOK != 0
 
 	if touches(ccDeviceFeatureSelect, 4) {
 		t.devFeatSel = le.Uint32(b[ccDeviceFeatureSelect:])
@@ -133,7 +135,7 @@ func (t *VirtioPCI) commonWrite(off uint64, data []byte) {
 
 // enableQueueLocked checks the queue's size and ring alignment before the
 // driver may use it; a bad one marks the device as needing reset.
-func (t *VirtioPCI) enableQueueLocked(q *pciQueue) {
+func (t *Transport) enableQueueLocked(q *pciQueue) {
 	n := q.size
 	switch {
 	case n == 0 || n > q.maxSize || n&(n-1) != 0:
@@ -146,47 +148,47 @@ func (t *VirtioPCI) enableQueueLocked(q *pciQueue) {
 }
 
 // writeStatusLocked runs the device status state machine.
-func (t *VirtioPCI) writeStatusLocked(v uint8) {
+func (t *Transport) writeStatusLocked(v uint8) {
 	if v == 0 {
 		t.resetLocked()
 		return
 	}
 	old := uint8(t.status.Load())
-	if v&StatusFeaturesOK != 0 && old&StatusFeaturesOK == 0 {
-		if extra := t.drvFeatures &^ t.offered; extra != 0 || t.drvFeatures&FeatureVersion1 == 0 {
+	if v&virtio.StatusFeaturesOK != 0 && old&virtio.StatusFeaturesOK == 0 {
+		if extra := t.drvFeatures &^ t.offered; extra != 0 || t.drvFeatures&virtio.FeatureVersion1 == 0 {
 			t.opts.Logf("virtio-pci: refusing features %#x (offered %#x; VERSION_1 is required)", t.drvFeatures, t.offered)
-			v &^= StatusFeaturesOK
+			v &^= virtio.StatusFeaturesOK
 		}
 	}
-	if v&StatusDriverOK != 0 && old&StatusDriverOK == 0 {
-		if v&StatusFeaturesOK == 0 || old&StatusNeedsReset != 0 {
-			v &^= StatusDriverOK
+	if v&virtio.StatusDriverOK != 0 && old&virtio.StatusDriverOK == 0 {
+		if v&virtio.StatusFeaturesOK == 0 || old&virtio.StatusNeedsReset != 0 {
+			v &^= virtio.StatusDriverOK
 		} else if err := t.activateLocked(); err != nil {
 			t.failures.Add(1)
 			t.logFailure("virtio-pci: device %#x failed to start: %v", virtioPCIDeviceBase+t.dev.Type(), err)
-			v |= StatusNeedsReset
+			v |= virtio.StatusNeedsReset
 		}
 	}
 	for {
 		cur := t.status.Load()
-		if t.status.CompareAndSwap(cur, uint32(v)|cur&StatusNeedsReset) {
+		if t.status.CompareAndSwap(cur, uint32(v)|cur&virtio.StatusNeedsReset) {
 			break
 		}
 	}
-	if v&StatusNeedsReset != 0 {
+	if v&virtio.StatusNeedsReset != 0 {
 		t.raiseConfigLocked()
 	}
 }
 
 // brokenLocked marks the device as needing reset from the vCPU side.
-func (t *VirtioPCI) brokenLocked(err error) {
+func (t *Transport) brokenLocked(err error) {
 	t.failures.Add(1)
 	t.logFailure("virtio-pci: device %#x needs reset: %v", virtioPCIDeviceBase+t.dev.Type(), err)
-	t.status.Or(StatusNeedsReset)
+	t.status.Or(virtio.StatusNeedsReset)
 	t.raiseConfigLocked()
 }
 
-func (t *VirtioPCI) raiseConfigLocked() {
+func (t *Transport) raiseConfigLocked() {
 	t.isr.Or(isrConfig)
 	if v := t.msix.vector(t.configVec); v != nil {
 		v.Trigger()
@@ -195,14 +197,14 @@ func (t *VirtioPCI) raiseConfigLocked() {
 
 // activateLocked builds the queues and kick eventfds, binds the
 // ioeventfds and starts the device.
-func (t *VirtioPCI) activateLocked() error {
+func (t *Transport) activateLocked() error {
 	gen := t.generation.Add(1)
 	a := &pciActivation{}
-	var config Interrupt
+	var config virtio.Interrupt
 	if v := t.msix.vector(t.configVec); v != nil {
 		config = v
 	}
-	act := Activation{
+	act := virtio.Activation{
 		Mem:      t.mem,
 		Features: t.drvFeatures,
 		Config:   config,
@@ -215,15 +217,15 @@ func (t *VirtioPCI) activateLocked() error {
 			return fmt.Errorf("kick eventfd: %w", err)
 		}
 		a.kicks = append(a.kicks, fd)
-		var q *Queue
+		var q *virtio.Queue
 		if pq.enabled {
-			q = &Queue{
+			q = &virtio.Queue{
 				Size: pq.size, MaxSize: pq.maxSize, DescAddr: pq.desc, AvailAddr: pq.driver, UsedAddr: pq.device,
-				Ready: true, EventIdx: t.drvFeatures&FeatureEventIdx != 0,
-				Indirect: t.drvFeatures&FeatureIndirectDesc != 0, Mem: t.mem,
+				Ready: true, EventIdx: t.drvFeatures&virtio.FeatureEventIdx != 0,
+				Indirect: t.drvFeatures&virtio.FeatureIndirectDesc != 0, Mem: t.mem,
 			}
 		}
-		var irq Interrupt
+		var irq virtio.Interrupt
 		if v := t.msix.vector(pq.vector); v != nil {
 			irq = v
 		}
@@ -245,7 +247,7 @@ func (t *VirtioPCI) activateLocked() error {
 }
 
 // kickLocked forwards a trapped notify write for queue i.
-func (t *VirtioPCI) kickLocked(i uint64) {
+func (t *Transport) kickLocked(i uint64) {
 	a := t.active
 	if a == nil || !a.activated || i >= uint64(len(a.kicks)) {
 		t.earlyKicks.Add(1)

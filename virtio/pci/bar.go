@@ -1,13 +1,13 @@
-package devices
+package pci
 
-// virtioBAR is the BusDevice for BAR 0; offsets are relative to the BAR.
+// virtioBAR is the devices.BusDevice for BAR 0; offsets are relative to the BAR.
 // Each register block gets a page; accesses outside a block read as 0 and
 // are dropped.
-type virtioBAR VirtioPCI
+type virtioBAR Transport
 
-// Read implements BusDevice.
+// Read implements devices.BusDevice.
 func (b *virtioBAR) Read(off uint64, data []byte) {
-	t := (*VirtioPCI)(b)
+	t := (*Transport)(b)
 	block, rel := off&^(barBlock-1), off&(barBlock-1)
 	if block == barDevice {
 		t.dev.ReadConfig(rel, data) // the device guards its own config
@@ -32,9 +32,9 @@ func (b *virtioBAR) Read(off uint64, data []byte) {
 	}
 }
 
-// Write implements BusDevice.
+// Write implements devices.BusDevice.
 func (b *virtioBAR) Write(off uint64, data []byte) {
-	t := (*VirtioPCI)(b)
+	t := (*Transport)(b)
 	block, rel := off&^(barBlock-1), off&(barBlock-1)
 	if block == barDevice {
 		t.dev.WriteConfig(rel, data)

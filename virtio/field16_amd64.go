@@ -1,4 +1,4 @@
-package devices
+package virtio
 
 // load16 and store16 are 16-bit atomic accesses (field16_amd64.s), which
 // sync/atomic lacks. Field16 uses them only for a field whose 32-bit word

@@ -1,9 +1,31 @@
-package devices
+// Package virtio is what every virtio device shares, whatever its
+// transport: the split virtqueue (virtio 1.2, section 2.7) with its
+// guest-memory helpers, the device status and transport feature bits, and
+// the contract between a device model and its transport.
+//
+// The transport lives beneath it (virtio/pci); the devices (virtionet/,
+// virtio9p/) import only this package. Nothing here imports kvm/: what a
+// device needs from KVM (interrupts, kick eventfds) reaches it through the
+// Activation, so every device is testable without /dev/kvm
+// (virtio/virtiotest is a driver in Go that plays the guest).
+package virtio
 
-// This file holds the contracts between the device models, the VMM that
-// hosts them (vmm/, which owns KVM) and the virtio devices (virtionet/).
-// devices/ never imports kvm/: what it needs from KVM comes through the
-// interfaces below, so every device is testable without /dev/kvm.
+// Device status bits (virtio 1.2, 2.1).
+const (
+	StatusAcknowledge = 1
+	StatusDriver      = 2
+	StatusDriverOK    = 4
+	StatusFeaturesOK  = 8
+	StatusNeedsReset  = 0x40
+	StatusFailed      = 0x80
+)
+
+// Transport feature bits.
+const (
+	FeatureIndirectDesc = 1 << 28 // VIRTIO_RING_F_INDIRECT_DESC
+	FeatureEventIdx     = 1 << 29 // VIRTIO_RING_F_EVENT_IDX
+	FeatureVersion1     = 1 << 32 // VIRTIO_F_VERSION_1
+)
 
 // Interrupt raises one guest interrupt. It is safe to call from any
 // goroutine: in the VMM it writes an irqfd, in tests it counts.
@@ -11,26 +33,8 @@ type Interrupt interface {
 	Trigger() error
 }
 
-// MSIVector is one MSI-X vector, backed in the VMM by a GSI route and an irqfd.
-type MSIVector interface {
-	Interrupt
-	// Update points the vector at a new MSI address/data pair, or masks it.
-	Update(addr uint64, data uint32, masked bool) error
-	Close() error
-}
-
-// Hypervisor is what the virtio-pci transport needs from KVM.
-type Hypervisor interface {
-	// AddIoeventfd makes a guest write of any value to the MMIO address gpa
-	// signal the eventfd fd inside KVM, without an exit to the VMM.
-	AddIoeventfd(gpa uint64, size uint32, fd int) error
-	RemoveIoeventfd(gpa uint64, size uint32, fd int) error
-	// NewMSIVector allocates a GSI and an irqfd for one MSI-X vector.
-	NewMSIVector() (MSIVector, error)
-}
-
-// VirtioDevice is a virtio device model (net, ...) behind a transport.
-type VirtioDevice interface {
+// Device is a virtio device model (net, 9p, ...) behind a transport.
+type Device interface {
 	// Type is the virtio device ID (1 for net).
 	Type() uint16
 	// Features are the device features offered, VIRTIO_F_VERSION_1 included.

@@ -1,4 +1,4 @@
-package devices
+package virtio
 
 import (
 	"encoding/binary"

@@ -1,10 +1,10 @@
-package devices_test
+package virtio_test
 
 import (
 	"bytes"
 	"testing"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // TestDeviceNeverWritesDriverAreas runs tx and rx traffic, indirect

@@ -1,9 +1,9 @@
-package devices_test
+package virtio_test
 
 import (
 	"fmt"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // A device worker's loop over one queue: drain with notifications off,

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // RingOptions shape a Ring.
@@ -60,7 +60,7 @@ type Ring struct {
 
 	d       *Driver
 	opts    RingOptions
-	devq    *devices.Queue
+	devq    *virtio.Queue
 	desc    []byte
 	avail   []byte // avail.ring
 	used    []byte // used.ring
@@ -84,7 +84,7 @@ type Ring struct {
 }
 
 type ringFields struct {
-	availFlags, availIdx, usedEvent, usedFlags, usedIdx, availEvent devices.Field16
+	availFlags, availIdx, usedEvent, usedFlags, usedIdx, availEvent virtio.Field16
 }
 
 type chainInfo struct {
@@ -103,8 +103,8 @@ var (
 // NewQueue lays out a split virtqueue of size entries (a power of two) in
 // guest memory, with a data buffer per descriptor, and a kick eventfd.
 func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
-	if size == 0 || size&(size-1) != 0 || size > devices.MaxQueueSize {
-		return nil, fmt.Errorf("virtiotest: queue size %d is not a power of 2 up to %d", size, devices.MaxQueueSize)
+	if size == 0 || size&(size-1) != 0 || size > virtio.MaxQueueSize {
+		return nil, fmt.Errorf("virtiotest: queue size %d is not a power of 2 up to %d", size, virtio.MaxQueueSize)
 	}
 	if opts.BufSize == 0 {
 		opts.BufSize = 2048
@@ -120,7 +120,7 @@ func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
 		gpa, err = d.Alloc(bytes, align)
 		return gpa
 	}
-	r.DescAddr = alloc(devices.DescSize*n, PageSize)
+	r.DescAddr = alloc(virtio.DescSize*n, PageSize)
 	r.AvailAddr = alloc(6+2*n, 2)
 	r.UsedAddr = alloc(6+8*n, PageSize)
 	r.bufAddr = make([]uint64, n)
@@ -133,7 +133,7 @@ func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
 		r.indBuf = make([]uint64, n*k)
 		r.indShad = make([]RawDesc, n*k)
 		for i := range r.indTable {
-			r.indTable[i] = alloc(devices.DescSize*k, 16)
+			r.indTable[i] = alloc(virtio.DescSize*k, 16)
 		}
 		for i := range r.indBuf {
 			r.indBuf[i] = alloc(uint64(opts.BufSize), 64)
@@ -142,18 +142,18 @@ func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.desc = d.Bytes(r.DescAddr, int(devices.DescSize*n))
+	r.desc = d.Bytes(r.DescAddr, int(virtio.DescSize*n))
 	r.avail = d.Bytes(r.AvailAddr+4, int(2*n))
 	r.used = d.Bytes(r.UsedAddr+4, int(8*n))
 	f := &r.fields
 	for _, b := range []struct {
-		dst *devices.Field16
+		dst *virtio.Field16
 		gpa uint64
 	}{
 		{&f.availFlags, r.AvailAddr}, {&f.availIdx, r.AvailAddr + 2}, {&f.usedEvent, r.AvailAddr + 4 + 2*n},
 		{&f.usedFlags, r.UsedAddr}, {&f.usedIdx, r.UsedAddr + 2}, {&f.availEvent, r.UsedAddr + 4 + 8*n},
 	} {
-		if *b.dst, err = devices.NewField16(d.Mem, b.gpa); err != nil {
+		if *b.dst, err = virtio.NewField16(d.Mem, b.gpa); err != nil {
 			return nil, err
 		}
 	}
@@ -170,7 +170,7 @@ func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
 			return nil, fmt.Errorf("virtiotest: eventfd: %w", err)
 		}
 	}
-	r.devq = &devices.Queue{
+	r.devq = &virtio.Queue{
 		Size: size, MaxSize: size, DescAddr: r.DescAddr, AvailAddr: r.AvailAddr, UsedAddr: r.UsedAddr,
 		Ready: true, EventIdx: opts.EventIdx, Indirect: opts.Indirect > 0, Mem: d.Mem,
 	}
@@ -179,7 +179,7 @@ func (d *Driver) NewQueue(size uint16, opts RingOptions) (*Ring, error) {
 }
 
 // Queue returns the device's side of this ring (the same *Queue each call).
-func (r *Ring) Queue() *devices.Queue { return r.devq }
+func (r *Ring) Queue() *virtio.Queue { return r.devq }
 
 // Free returns the number of free descriptors.
 func (r *Ring) Free() int { return len(r.free) }
@@ -219,11 +219,11 @@ func (r *Ring) AddChain(out [][]byte, inLens []uint32) (head uint16, err error) 
 		if i < len(out) {
 			d.Len = uint32(copy(r.d.Mem[d.Addr:], out[i]))
 		} else {
-			d.Len, d.Flags = inLens[i-len(out)], devices.DescFWrite
+			d.Len, d.Flags = inLens[i-len(out)], virtio.DescFWrite
 		}
 		r.shadow[idx] = d
 		if prev >= 0 {
-			r.shadow[prev].Flags |= devices.DescFNext
+			r.shadow[prev].Flags |= virtio.DescFNext
 			r.shadow[prev].Next = idx
 			r.putDesc(r.desc, uint16(prev), r.shadow[prev])
 		}
@@ -260,16 +260,16 @@ func (r *Ring) AddIndirect(out [][]byte, inLens []uint32) (head uint16, err erro
 		if i < len(out) {
 			d.Len = uint32(copy(r.d.Mem[d.Addr:], out[i]))
 		} else {
-			d.Len, d.Flags = inLens[i-len(out)], devices.DescFWrite
+			d.Len, d.Flags = inLens[i-len(out)], virtio.DescFWrite
 		}
 		if i+1 < n {
-			d.Flags |= devices.DescFNext
+			d.Flags |= virtio.DescFNext
 			d.Next = uint16(i + 1)
 		}
 		r.indShad[k+i] = d
 		r.putDesc(table, uint16(i), d)
 	}
-	d := RawDesc{Addr: r.indTable[head], Len: uint32(devices.DescSize * n), Flags: devices.DescFIndirect}
+	d := RawDesc{Addr: r.indTable[head], Len: uint32(virtio.DescSize * n), Flags: virtio.DescFIndirect}
 	r.shadow[head] = d
 	r.putDesc(r.desc, head, d)
 	r.inFlight[head] = chainInfo{n: uint16(n), indirect: true, busy: true}
@@ -304,7 +304,7 @@ func (r *Ring) checkSizes(out [][]byte, inLens []uint32) error {
 }
 
 func (r *Ring) putDesc(table []byte, i uint16, d RawDesc) {
-	b := table[devices.DescSize*int(i):]
+	b := table[virtio.DescSize*int(i):]
 	binary.LittleEndian.PutUint64(b, d.Addr)
 	binary.LittleEndian.PutUint32(b[8:], d.Len)
 	binary.LittleEndian.PutUint16(b[12:], d.Flags)
@@ -327,9 +327,9 @@ func (r *Ring) Kick() bool {
 	r.kickedAt = now
 	var need bool
 	if r.EventIdx {
-		need = devices.NeedEvent(r.fields.availEvent.Load(), now, old)
+		need = virtio.NeedEvent(r.fields.availEvent.Load(), now, old)
 	} else {
-		need = now != old && r.fields.usedFlags.Load()&devices.UsedFNoNotify == 0
+		need = now != old && r.fields.usedFlags.Load()&virtio.UsedFNoNotify == 0
 	}
 	if !need {
 		r.Suppressed++
@@ -399,7 +399,7 @@ func (r *Ring) ReadBuf(u UsedElem, dst []byte) []byte {
 		if left == 0 {
 			break
 		}
-		if d.Flags&devices.DescFWrite == 0 {
+		if d.Flags&virtio.DescFWrite == 0 {
 			continue
 		}
 		n := min(d.Len, left)
@@ -460,7 +460,7 @@ func (r *Ring) EnableInterrupts() (more bool) {
 	if r.EventIdx {
 		r.fields.usedEvent.Store(r.lastUsed)
 	} else {
-		r.fields.availFlags.Store(r.fields.availFlags.Load() &^ devices.AvailFNoInterrupt)
+		r.fields.availFlags.Store(r.fields.availFlags.Load() &^ virtio.AvailFNoInterrupt)
 	}
 	return r.fields.usedIdx.Load() != r.lastUsed
 }
@@ -471,7 +471,7 @@ func (r *Ring) DisableInterrupts() {
 	if r.EventIdx {
 		r.fields.usedEvent.Store(r.lastUsed + 0x8000)
 	} else {
-		r.fields.availFlags.Store(r.fields.availFlags.Load() | devices.AvailFNoInterrupt)
+		r.fields.availFlags.Store(r.fields.availFlags.Load() | virtio.AvailFNoInterrupt)
 	}
 }
 

@@ -1,4 +1,12 @@
-package devices
+// Package pci is the virtio-pci modern transport (virtio 1.2, section
+// 4.1): one PCI function whose 64-bit BAR 0 holds every register block,
+// announced by vendor capabilities, with MSI-X for interrupts. A guest kick
+// reaches the device through an ioeventfd (or, in NotifyExit mode, a
+// trapped write that the transport turns into the same eventfd signal); the
+// device signals the guest through the MSIVectors the Hypervisor gives out.
+//
+// The PCI config space and the host bridge it sits behind are devices/.
+package pci
 
 import (
 	"fmt"
@@ -6,30 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// The virtio-pci modern transport (virtio 1.2, section 4.1): one PCI
-// function whose 64-bit BAR 0 holds every register block, announced by
-// vendor capabilities, with MSI-X for interrupts. A guest kick reaches the
-// device through an ioeventfd (or, in NotifyExit mode, a trapped write that
-// the transport turns into the same eventfd signal); the device signals
-// the guest through the MSIVectors the Hypervisor gives out.
-
-// Device status bits (virtio 1.2, 2.1).
-const (
-	StatusAcknowledge = 1
-	StatusDriver      = 2
-	StatusDriverOK    = 4
-	StatusFeaturesOK  = 8
-	StatusNeedsReset  = 0x40
-	StatusFailed      = 0x80
-)
-
-// Transport feature bits.
-const (
-	FeatureIndirectDesc = 1 << 28 // VIRTIO_RING_F_INDIRECT_DESC
-	FeatureEventIdx     = 1 << 29 // VIRTIO_RING_F_EVENT_IDX
-	FeatureVersion1     = 1 << 32 // VIRTIO_F_VERSION_1
+	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // MSINoVector is VIRTIO_MSI_NO_VECTOR: no interrupt for this event.
@@ -37,7 +24,7 @@ const MSINoVector = 0xffff
 
 // BAR 0 layout: one page per register block.
 const (
-	VirtioPCIBARSize = 0x8000
+	BARSize = 0x8000
 
 	barCommon    = 0x0000
 	barISR       = 0x1000
@@ -71,9 +58,9 @@ const (
 	NotifyExit
 )
 
-// VirtioPCIOptions configure a transport.
-type VirtioPCIOptions struct {
-	// BARAddr is where the VMM puts BAR 0 (VirtioPCIBARSize bytes,
+// Options configure a transport.
+type Options struct {
+	// BARAddr is where the VMM puts BAR 0 (BARSize bytes,
 	// aligned to its size), as firmware would; the guest may move it.
 	BARAddr uint64
 	Notify  NotifyMode
@@ -83,20 +70,20 @@ type VirtioPCIOptions struct {
 	Logf func(format string, args ...any)
 }
 
-// VirtioPCIStats are the transport's counters.
-type VirtioPCIStats struct {
+// Stats are the transport's counters.
+type Stats struct {
 	EarlyKicks uint64 // kicks before DRIVER_OK, ignored
 	ExitKicks  uint64 // kicks that trapped to the VMM and were forwarded
-	Failures   uint64 // Activation.Fail calls and failed activations
+	Failures   uint64 // virtio.Activation.Fail calls and failed activations
 }
 
-// VirtioPCI is one virtio device behind the modern virtio-pci transport.
-type VirtioPCI struct {
-	dev  VirtioDevice
+// Transport is one virtio device behind the modern virtio-pci transport.
+type Transport struct {
+	dev  virtio.Device
 	hv   Hypervisor
-	mem  Memory
-	opts VirtioPCIOptions
-	cfg  *PCIConfig
+	mem  virtio.Memory
+	opts Options
+	cfg  *devices.PCIConfig
 
 	mu          sync.Mutex
 	offered     uint64
@@ -133,7 +120,7 @@ type pciQueue struct {
 type pciActivation struct {
 	kicks     []int
 	ioevents  []ioeventReg
-	activated bool // VirtioDevice.Activate succeeded
+	activated bool // virtio.Device.Activate succeeded
 }
 
 type ioeventReg struct {
@@ -142,9 +129,9 @@ type ioeventReg struct {
 	fd   int
 }
 
-// NewVirtioPCI puts dev behind a virtio-pci function with BAR 0 at
-// opts.BARAddr. Add PCI() to a PCIBus to make it visible.
-func NewVirtioPCI(dev VirtioDevice, hv Hypervisor, mem Memory, opts VirtioPCIOptions) (*VirtioPCI, error) {
+// New puts dev behind a virtio-pci function with BAR 0 at
+// opts.BARAddr. Add PCI() to a devices.PCIBus to make it visible.
+func New(dev virtio.Device, hv Hypervisor, mem virtio.Memory, opts Options) (*Transport, error) {
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
 	}
@@ -155,13 +142,13 @@ func NewVirtioPCI(dev VirtioDevice, hv Hypervisor, mem Memory, opts VirtioPCIOpt
 	if n == 0 || n > maxVirtioPCIQueues {
 		return nil, fmt.Errorf("virtio-pci: %d queues (want 1 to %d)", n, maxVirtioPCIQueues)
 	}
-	t := &VirtioPCI{dev: dev, hv: hv, mem: mem, opts: opts, offered: dev.Features() | FeatureVersion1}
-	t.cfg = NewPCIConfig(PCIHeader{
+	t := &Transport{dev: dev, hv: hv, mem: mem, opts: opts, offered: dev.Features() | virtio.FeatureVersion1}
+	t.cfg = devices.NewPCIConfig(devices.PCIHeader{
 		VendorID: virtioPCIVendor, DeviceID: virtioPCIDeviceBase + dev.Type(), Revision: 1,
 		Class: virtioClass(dev.Type()), SubsysVendorID: virtioPCIVendor, SubsysID: opts.SubsysID,
 	})
 	t.cfg.Errorf = opts.Logf
-	if err := t.cfg.AddBAR64(0, opts.BARAddr, PCIBAR{Size: VirtioPCIBARSize, Prefetch: true, Dev: (*virtioBAR)(t), Moved: t.barMoved}); err != nil {
+	if err := t.cfg.AddBAR64(0, opts.BARAddr, devices.PCIBAR{Size: BARSize, Prefetch: true, Dev: (*virtioBAR)(t), Moved: t.barMoved}); err != nil {
 		return nil, fmt.Errorf("virtio-pci: %v", err)
 	}
 	if err := t.addCapabilities(n); err != nil {
@@ -187,16 +174,16 @@ func virtioClass(typ uint16) uint32 {
 	}
 }
 
-// PCI returns the function's config space, for PCIBus.Add.
-func (t *VirtioPCI) PCI() *PCIConfig { return t.cfg }
+// PCI returns the function's config space, for devices.PCIBus.Add.
+func (t *Transport) PCI() *devices.PCIConfig { return t.cfg }
 
 // Stats returns the transport's counters.
-func (t *VirtioPCI) Stats() VirtioPCIStats {
-	return VirtioPCIStats{EarlyKicks: t.earlyKicks.Load(), ExitKicks: t.exitKicks.Load(), Failures: t.failures.Load()}
+func (t *Transport) Stats() Stats {
+	return Stats{EarlyKicks: t.earlyKicks.Load(), ExitKicks: t.exitKicks.Load(), Failures: t.failures.Load()}
 }
 
 // Close resets the device and frees everything the transport holds.
-func (t *VirtioPCI) Close() {
+func (t *Transport) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.resetLocked()
@@ -204,12 +191,12 @@ func (t *VirtioPCI) Close() {
 }
 
 // Status returns device_status.
-func (t *VirtioPCI) Status() uint8 { return uint8(t.status.Load()) }
+func (t *Transport) Status() uint8 { return uint8(t.status.Load()) }
 
 // resetLocked is a device reset (status 0): it stops the device, then
 // frees the kick eventfds, ioeventfds and MSI vectors, and returns every
 // register to its initial value.
-func (t *VirtioPCI) resetLocked() {
+func (t *Transport) resetLocked() {
 	t.generation.Add(1)
 	if a := t.active; a != nil {
 		if a.activated {
@@ -231,7 +218,7 @@ func (t *VirtioPCI) resetLocked() {
 }
 
 // releaseLocked undoes an activation's ioeventfds and eventfds.
-func (t *VirtioPCI) releaseLocked(a *pciActivation) {
+func (t *Transport) releaseLocked(a *pciActivation) {
 	t.removeIoeventfdsLocked(a)
 	for _, fd := range a.kicks {
 		closeFD(fd)
@@ -239,9 +226,9 @@ func (t *VirtioPCI) releaseLocked(a *pciActivation) {
 	a.kicks = nil
 }
 
-// barMoved is the PCIConfig's report that BAR 0 was mapped or unmapped;
+// barMoved is the devices.PCIConfig's report that BAR 0 was mapped or unmapped;
 // the notify ioeventfds follow it.
-func (t *VirtioPCI) barMoved(addr uint64, mapped bool) {
+func (t *Transport) barMoved(addr uint64, mapped bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.barAddr, t.barMapped = addr, mapped
@@ -256,7 +243,7 @@ func (t *VirtioPCI) barMoved(addr uint64, mapped bool) {
 // addIoeventfdsLocked binds each queue's notify address to its kick
 // eventfd, for writes of any length, or of 16 bits where KVM lacks that.
 // A queue whose binding fails still works through trapped writes.
-func (t *VirtioPCI) addIoeventfdsLocked(a *pciActivation) {
+func (t *Transport) addIoeventfdsLocked(a *pciActivation) {
 	if !t.barMapped {
 		return
 	}
@@ -276,7 +263,7 @@ func (t *VirtioPCI) addIoeventfdsLocked(a *pciActivation) {
 	}
 }
 
-func (t *VirtioPCI) removeIoeventfdsLocked(a *pciActivation) {
+func (t *Transport) removeIoeventfdsLocked(a *pciActivation) {
 	for _, r := range a.ioevents {
 		if err := t.hv.RemoveIoeventfd(r.gpa, r.size, r.fd); err != nil {
 			t.opts.Logf("virtio-pci: %v", err)
@@ -285,20 +272,20 @@ func (t *VirtioPCI) removeIoeventfdsLocked(a *pciActivation) {
 	a.ioevents = nil
 }
 
-// fail is Activation.Fail: the device found the guest broke a queue. It
+// fail is virtio.Activation.Fail: the device found the guest broke a queue. It
 // runs on the device's worker, so it takes no lock: the reset path holds
 // the lock while it waits for that worker to stop.
-func (t *VirtioPCI) fail(gen uint64, config Interrupt, err error) {
+func (t *Transport) fail(gen uint64, config virtio.Interrupt, err error) {
 	if t.generation.Load() != gen {
 		return // a failure from before the last reset
 	}
 	t.failures.Add(1)
 	for {
 		old := t.status.Load()
-		if old&StatusNeedsReset != 0 {
+		if old&virtio.StatusNeedsReset != 0 {
 			return // already reported for this activation
 		}
-		if t.status.CompareAndSwap(old, old|StatusNeedsReset) {
+		if t.status.CompareAndSwap(old, old|virtio.StatusNeedsReset) {
 			break
 		}
 	}
@@ -311,7 +298,7 @@ func (t *VirtioPCI) fail(gen uint64, config Interrupt, err error) {
 
 // logFailure logs at most once per failureLogInterval, so a guest that
 // breaks its device in a loop cannot flood the log.
-func (t *VirtioPCI) logFailure(format string, args ...any) {
+func (t *Transport) logFailure(format string, args ...any) {
 	now := time.Now().UnixNano()
 	last := t.lastLog.Load()
 	if last != 0 && now-last < int64(failureLogInterval) {

@@ -1,4 +1,4 @@
-package devices
+package pci
 
 import (
 	"encoding/binary"
@@ -52,7 +52,7 @@ func (m *msixState) vector(v uint16) *msixVector {
 // allocates the vector if needed and returns what the driver reads back,
 // MSINoVector when v is out of range or no vector could be had (Linux
 // checks that read-back).
-func (t *VirtioPCI) useVectorLocked(v uint16) uint16 {
+func (t *Transport) useVectorLocked(v uint16) uint16 {
 	m := &t.msix
 	if v == MSINoVector || int(v) >= m.size() {
 		return MSINoVector
@@ -71,7 +71,7 @@ func (t *VirtioPCI) useVectorLocked(v uint16) uint16 {
 }
 
 // updateVectorLocked pushes entry i's message and mask to its vector.
-func (t *VirtioPCI) updateVectorLocked(i int) {
+func (t *Transport) updateVectorLocked(i int) {
 	m := &t.msix
 	mv := m.vectors[i]
 	if mv == nil {
@@ -87,7 +87,7 @@ func (t *VirtioPCI) updateVectorLocked(i int) {
 	mv.setMasked(masked)
 }
 
-func (t *VirtioPCI) updateAllVectorsLocked() {
+func (t *Transport) updateAllVectorsLocked() {
 	for i := range t.msix.vectors {
 		t.updateVectorLocked(i)
 	}
@@ -102,9 +102,9 @@ func (m *msixState) closeVectors() {
 	}
 }
 
-func (t *VirtioPCI) msixTableRead(off uint64, data []byte) { readWindow(t.msix.table, off, data) }
+func (t *Transport) msixTableRead(off uint64, data []byte) { readWindow(t.msix.table, off, data) }
 
-func (t *VirtioPCI) msixTableWrite(off uint64, data []byte) {
+func (t *Transport) msixTableWrite(off uint64, data []byte) {
 	m := &t.msix
 	if off >= uint64(len(m.table)) || off+uint64(len(data)) > uint64(len(m.table)) {
 		return
@@ -116,7 +116,7 @@ func (t *VirtioPCI) msixTableWrite(off uint64, data []byte) {
 	}
 }
 
-func (t *VirtioPCI) msixPBARead(off uint64, data []byte) {
+func (t *Transport) msixPBARead(off uint64, data []byte) {
 	var pba [barBlock / 8 / msixEntrySize]byte
 	for i, v := range t.msix.vectors {
 		if v != nil && v.pending.Load() {
@@ -126,7 +126,7 @@ func (t *VirtioPCI) msixPBARead(off uint64, data []byte) {
 	readWindow(pba[:], off, data)
 }
 
-// msixVector is the Interrupt the device gets for one vector. While the
+// msixVector is the virtio.Interrupt the device gets for one vector. While the
 // vector is masked a trigger only sets the pending bit; unmasking delivers
 // it, as MSI-X requires. Trigger is lock-free: the device's worker calls it.
 type msixVector struct {
@@ -135,7 +135,7 @@ type msixVector struct {
 	pending atomic.Bool
 }
 
-// Trigger implements Interrupt. Pending is set before masked is read, and
+// Trigger implements virtio.Interrupt. Pending is set before masked is read, and
 // setMasked clears masked before it takes pending, so one of the two
 // always delivers.
 func (m *msixVector) Trigger() error {

@@ -1,4 +1,4 @@
-package devices
+package pci
 
 import "encoding/binary"
 
@@ -24,7 +24,7 @@ const (
 // table. A virtio capability body (after ID and next) is cap_len, cfg_type,
 // bar, id, two bytes of padding, offset and length; the notify capability
 // adds notify_off_multiplier.
-func (t *VirtioPCI) addCapabilities(queues int) error {
+func (t *Transport) addCapabilities(queues int) error {
 	vendorCap := func(typ uint8, offset, length uint32, extra ...uint32) []byte {
 		b := make([]byte, 14+4*len(extra))
 		b[0] = uint8(2 + len(b)) // cap_len counts the ID and next bytes
@@ -82,7 +82,7 @@ func overlaps(offset uint8, size int, field uint8, fieldSize int) bool {
 // configWritten follows guest writes to the capabilities: the MSI-X
 // enable and function-mask bits change every vector's mask, and a write
 // to pci_cfg_data goes to the BAR.
-func (t *VirtioPCI) configWritten(offset uint8, size int) {
+func (t *Transport) configWritten(offset uint8, size int) {
 	if overlaps(offset, size, t.pciCfgCap+pciCfgData, 4) {
 		if off, data, ok := t.pciCfgWindow(); ok {
 			(*virtioBAR)(t).Write(off, data)
@@ -101,7 +101,7 @@ func (t *VirtioPCI) configWritten(offset uint8, size int) {
 }
 
 // configRead fills pci_cfg_data from the BAR before the guest reads it.
-func (t *VirtioPCI) configRead(offset uint8, size int) {
+func (t *Transport) configRead(offset uint8, size int) {
 	if overlaps(offset, size, t.pciCfgCap+pciCfgData, 4) {
 		if off, data, ok := t.pciCfgWindow(); ok {
 			(*virtioBAR)(t).Read(off, data)
@@ -112,12 +112,12 @@ func (t *VirtioPCI) configRead(offset uint8, size int) {
 // pciCfgWindow returns the BAR offset and the part of pci_cfg_data that
 // the PCI_CFG capability selects, when the selection is valid: BAR 0, a
 // length of 1, 2 or 4, aligned, inside the BAR.
-func (t *VirtioPCI) pciCfgWindow() (uint64, []byte, bool) {
+func (t *Transport) pciCfgWindow() (uint64, []byte, bool) {
 	c := t.cfg.Bytes(int(t.pciCfgCap), 20)
 	bar := c[pciCfgBAR]
 	off := uint64(binary.LittleEndian.Uint32(c[pciCfgOffset:]))
 	n := binary.LittleEndian.Uint32(c[pciCfgLength:])
-	if bar != 0 || (n != 1 && n != 2 && n != 4) || off%uint64(n) != 0 || off+uint64(n) > VirtioPCIBARSize {
+	if bar != 0 || (n != 1 && n != 2 && n != 4) || off%uint64(n) != 0 || off+uint64(n) > BARSize {
 		return 0, nil, false
 	}
 	return off, c[pciCfgData : pciCfgData+n], true

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// Interrupt is a devices.Interrupt (and MSI vector) that counts triggers
+// Interrupt is a virtio.Interrupt (and MSI vector) that counts triggers
 // and can be waited on. Triggers coalesce like an interrupt line: Wait
 // returns once for any number of triggers since the previous Wait.
 type Interrupt struct {
@@ -22,7 +22,7 @@ type Interrupt struct {
 // NewInterrupt returns an interrupt with no triggers.
 func NewInterrupt() *Interrupt { return &Interrupt{ch: make(chan struct{}, 1)} }
 
-// Trigger implements devices.Interrupt. It never blocks.
+// Trigger implements virtio.Interrupt. It never blocks.
 func (i *Interrupt) Trigger() error {
 	i.n.Add(1)
 	select {
@@ -53,7 +53,7 @@ func (i *Interrupt) Wait(timeout time.Duration) bool {
 	}
 }
 
-// Update implements devices.MSIVector: it records the message and mask.
+// Update implements pci.MSIVector: it records the message and mask.
 func (i *Interrupt) Update(addr uint64, data uint32, masked bool) error {
 	i.addr.Store(addr)
 	i.data.Store(data)
@@ -66,7 +66,7 @@ func (i *Interrupt) Message() (addr uint64, data uint32, masked bool) {
 	return i.addr.Load(), i.data.Load(), i.masked.Load()
 }
 
-// Close implements devices.MSIVector.
+// Close implements pci.MSIVector.
 func (i *Interrupt) Close() error { return nil }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -1,4 +1,4 @@
-package devices_test
+package pci_test
 
 import (
 	"encoding/binary"
@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/pci"
+	"tinyvmm/virtio/virtiotest"
 )
 
 const barAddr = 0xc0000000
@@ -19,7 +21,7 @@ type linuxGuest struct {
 	mmio *devices.Bus
 	hv   *fakeHV
 	dev  *fakeDevice
-	vp   *devices.VirtioPCI
+	vp   *pci.Transport
 	drv  *virtiotest.Driver
 	slot int
 	// found by probe
@@ -31,14 +33,14 @@ type linuxGuest struct {
 	logs                        []string
 }
 
-func newGuest(t *testing.T, mode devices.NotifyMode) *linuxGuest {
+func newGuest(t *testing.T, mode pci.NotifyMode) *linuxGuest {
 	g := &linuxGuest{t: t, mmio: devices.NewMMIOBus(), hv: newFakeHV(), dev: &fakeDevice{}}
 	copy(g.dev.config[:], []byte{0x52, 0x54, 0, 0x12, 0x34, 0x56})
 	g.pci = devices.NewPCIBus(g.mmio)
 	g.drv = virtiotest.New(4 << 20)
 	t.Cleanup(func() { g.drv.Close() })
 	var err error
-	g.vp, err = devices.NewVirtioPCI(g.dev, g.hv, g.drv.Mem, devices.VirtioPCIOptions{
+	g.vp, err = pci.New(g.dev, g.hv, g.drv.Mem, pci.Options{
 		BARAddr: barAddr, Notify: mode,
 		Logf: func(f string, a ...any) { g.logs = append(g.logs, f) },
 	})
@@ -118,8 +120,8 @@ func (g *linuxGuest) probe() {
 	g.cfgWrite(0x10, 4, lo)
 	g.cfgWrite(0x14, 4, hi)
 	g.cfgWrite(0x04, 2, cmd|2|4) // pci_enable_device + set_master
-	if lo&0x6 != 0x4 || size != devices.VirtioPCIBARSize {
-		t.Fatalf("BAR0 low %#x size %#x: want a 64-bit BAR of %#x", lo, size, devices.VirtioPCIBARSize)
+	if lo&0x6 != 0x4 || size != pci.BARSize {
+		t.Fatalf("BAR0 low %#x size %#x: want a 64-bit BAR of %#x", lo, size, pci.BARSize)
 	}
 	g.bar = uint64(hi)<<32 | uint64(lo&^0xf)
 	if g.bar != barAddr {
@@ -196,8 +198,8 @@ func (g *linuxGuest) negotiate(want uint64) bool {
 	if g.status() != 0 {
 		g.t.Fatal("status is not 0 after reset")
 	}
-	g.setCC(0x14, 1, devices.StatusAcknowledge)
-	g.setCC(0x14, 1, devices.StatusAcknowledge|devices.StatusDriver)
+	g.setCC(0x14, 1, virtio.StatusAcknowledge)
+	g.setCC(0x14, 1, virtio.StatusAcknowledge|virtio.StatusDriver)
 	g.setCC(0x00, 4, 0)
 	offered := g.cc(0x04, 4)
 	g.setCC(0x00, 4, 1)
@@ -209,8 +211,8 @@ func (g *linuxGuest) negotiate(want uint64) bool {
 	g.setCC(0x0c, 4, want&0xffffffff)
 	g.setCC(0x08, 4, 1)
 	g.setCC(0x0c, 4, want>>32)
-	g.setCC(0x14, 1, devices.StatusAcknowledge|devices.StatusDriver|devices.StatusFeaturesOK)
-	return g.status()&devices.StatusFeaturesOK != 0
+	g.setCC(0x14, 1, virtio.StatusAcknowledge|virtio.StatusDriver|virtio.StatusFeaturesOK)
+	return g.status()&virtio.StatusFeaturesOK != 0
 }
 
 // setupQueue does vp_modern's setup_vq and vp_active_vq for queue i.
@@ -254,7 +256,7 @@ func (g *linuxGuest) kick(i uint16, off uint64) {
 func (g *linuxGuest) bringUp() (rx, tx *virtiotest.Ring) {
 	g.probe()
 	g.enableMSIX()
-	want := uint64(devices.FeatureVersion1 | devices.FeatureEventIdx | 1<<5)
+	want := uint64(virtio.FeatureVersion1 | virtio.FeatureEventIdx | 1<<5)
 	if !g.negotiate(want) {
 		g.t.Fatal("the device refused features it offered")
 	}
@@ -274,18 +276,18 @@ func (g *linuxGuest) bringUp() (rx, tx *virtiotest.Ring) {
 	if mac := g.read(g.devcfg, 4); mac != 0x12005452 {
 		g.t.Fatalf("device config reads %#x", mac)
 	}
-	g.setCC(0x14, 1, devices.StatusAcknowledge|devices.StatusDriver|devices.StatusFeaturesOK|devices.StatusDriverOK)
-	if g.status()&devices.StatusDriverOK == 0 {
+	g.setCC(0x14, 1, virtio.StatusAcknowledge|virtio.StatusDriver|virtio.StatusFeaturesOK|virtio.StatusDriverOK)
+	if g.status()&virtio.StatusDriverOK == 0 {
 		g.t.Fatalf("status %#x after DRIVER_OK", g.status())
 	}
 	return rx, tx
 }
 
 func TestVirtioPCILinuxBringUpKickInterruptReset(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	rx, tx := g.bringUp()
 	a := g.dev.last(t)
-	if a.Features != devices.FeatureVersion1|devices.FeatureEventIdx|1<<5 {
+	if a.Features != virtio.FeatureVersion1|virtio.FeatureEventIdx|1<<5 {
 		t.Fatalf("activated with features %#x", a.Features)
 	}
 	if len(a.Queues) != 2 || len(a.Kicks) != 2 || len(a.Interrupts) != 2 || a.Config == nil || a.Fail == nil {
@@ -356,7 +358,7 @@ func TestVirtioPCILinuxBringUpKickInterruptReset(t *testing.T) {
 		}
 	}
 	g.setCC(0x16, 2, 0)
-	if g.cc(0x1c, 2) != 0 || g.cc(0x18, 2) != 256 || g.cc(0x1a, 2) != devices.MSINoVector || g.cc(0x20, 8) != 0 {
+	if g.cc(0x1c, 2) != 0 || g.cc(0x18, 2) != 256 || g.cc(0x1a, 2) != pci.MSINoVector || g.cc(0x20, 8) != 0 {
 		t.Fatal("queue registers survived the reset")
 	}
 
@@ -367,7 +369,7 @@ func TestVirtioPCILinuxBringUpKickInterruptReset(t *testing.T) {
 
 // bringUpAgain repeats negotiation and queue setup without re-probing.
 func (g *linuxGuest) bringUpAgain() {
-	if !g.negotiate(devices.FeatureVersion1) {
+	if !g.negotiate(virtio.FeatureVersion1) {
 		g.t.Fatal("renegotiation refused")
 	}
 	rx, _ := g.drv.NewQueue(64, virtiotest.RingOptions{NoKickFD: true})
@@ -381,7 +383,7 @@ func (g *linuxGuest) bringUpAgain() {
 }
 
 func TestVirtioPCIExitNotify(t *testing.T) {
-	g := newGuest(t, devices.NotifyExit)
+	g := newGuest(t, pci.NotifyExit)
 	_, tx := g.bringUp()
 	if len(g.hv.ioevents) != 0 {
 		t.Fatal("exit mode bound ioeventfds")
@@ -398,7 +400,7 @@ func TestVirtioPCIExitNotify(t *testing.T) {
 }
 
 func TestVirtioPCIEarlyKickIgnored(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.probe()
 	g.write(g.notify, 2, 0)
 	g.write(g.notify+4, 2, 1)
@@ -409,15 +411,15 @@ func TestVirtioPCIEarlyKickIgnored(t *testing.T) {
 }
 
 func TestVirtioPCIFeatureNegotiation(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.probe()
-	if g.negotiate(devices.FeatureVersion1 | 1<<40) {
+	if g.negotiate(virtio.FeatureVersion1 | 1<<40) {
 		t.Fatal("FEATURES_OK with a feature the device did not offer")
 	}
-	if g.negotiate(devices.FeatureEventIdx) {
+	if g.negotiate(virtio.FeatureEventIdx) {
 		t.Fatal("FEATURES_OK without VERSION_1")
 	}
-	if !g.negotiate(devices.FeatureVersion1) {
+	if !g.negotiate(virtio.FeatureVersion1) {
 		t.Fatal("FEATURES_OK refused for VERSION_1 alone")
 	}
 	// Features are frozen after FEATURES_OK.
@@ -427,9 +429,9 @@ func TestVirtioPCIFeatureNegotiation(t *testing.T) {
 		t.Fatal("driver features changed after FEATURES_OK")
 	}
 	// DRIVER_OK without FEATURES_OK is refused.
-	g.negotiate(devices.FeatureVersion1 | 1<<40)
+	g.negotiate(virtio.FeatureVersion1 | 1<<40)
 	g.setCC(0x14, 1, 0x7)
-	if g.status()&devices.StatusDriverOK != 0 || len(g.dev.activations) != 0 {
+	if g.status()&virtio.StatusDriverOK != 0 || len(g.dev.activations) != 0 {
 		t.Fatal("DRIVER_OK accepted without FEATURES_OK")
 	}
 }
@@ -441,19 +443,19 @@ func TestVirtioPCIBadQueueSetup(t *testing.T) {
 		"misaligned desc":       func(g *linuxGuest) { g.setCC(0x20, 4, 0x1008) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			g := newGuest(t, devices.NotifyIoeventfd)
+			g := newGuest(t, pci.NotifyIoeventfd)
 			g.probe()
 			g.enableMSIX()
-			g.negotiate(devices.FeatureVersion1)
+			g.negotiate(virtio.FeatureVersion1)
 			g.setCC(0x16, 2, 0)
 			g.setCC(0x18, 2, 64)
 			bad(g)
 			g.setCC(0x1c, 2, 1)
-			if g.cc(0x1c, 2) != 0 || g.status()&devices.StatusNeedsReset == 0 {
+			if g.cc(0x1c, 2) != 0 || g.status()&virtio.StatusNeedsReset == 0 {
 				t.Fatalf("bad queue enabled=%d status %#x; want refused with NEEDS_RESET", g.cc(0x1c, 2), g.status())
 			}
 			g.setCC(0x14, 1, 0xf)
-			if g.status()&devices.StatusDriverOK != 0 || len(g.dev.activations) != 0 {
+			if g.status()&virtio.StatusDriverOK != 0 || len(g.dev.activations) != 0 {
 				t.Fatal("DRIVER_OK accepted on a device that needs reset")
 			}
 			if len(g.logs) != 1 {
@@ -464,17 +466,17 @@ func TestVirtioPCIBadQueueSetup(t *testing.T) {
 }
 
 func TestVirtioPCIVectors(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.probe()
-	g.negotiate(devices.FeatureVersion1)
+	g.negotiate(virtio.FeatureVersion1)
 	g.setCC(0x16, 2, 0)
 	g.setCC(0x1a, 2, 7) // beyond the 3-entry table
-	if g.cc(0x1a, 2) != devices.MSINoVector {
+	if g.cc(0x1a, 2) != pci.MSINoVector {
 		t.Fatal("an out-of-range vector did not read back as NO_VECTOR")
 	}
 	g.hv.noVectors = true
 	g.setCC(0x1a, 2, 1)
-	if g.cc(0x1a, 2) != devices.MSINoVector {
+	if g.cc(0x1a, 2) != pci.MSINoVector {
 		t.Fatal("a vector the hypervisor could not allocate did not read back as NO_VECTOR")
 	}
 	g.hv.noVectors = false
@@ -495,7 +497,7 @@ func TestVirtioPCIVectors(t *testing.T) {
 // TestVirtioPCIMaskedVectorPending: a trigger while masked sets the PBA
 // bit and is delivered at unmask.
 func TestVirtioPCIMaskedVectorPending(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.bringUp()
 	a := g.dev.last(t)
 	g.write(g.msixTable+16*2+12, 4, 1) // mask vector 2 (tx)
@@ -529,12 +531,12 @@ func TestVirtioPCIMaskedVectorPending(t *testing.T) {
 // TestVirtioPCIFail: the device reporting a broken queue sets NEEDS_RESET,
 // sets the ISR config bit, raises the config vector and logs once.
 func TestVirtioPCIFail(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.bringUp()
 	a := g.dev.last(t)
 	a.Fail(errors.New("chain loops"))
 	a.Fail(errors.New("again"))
-	if g.status()&devices.StatusNeedsReset == 0 {
+	if g.status()&virtio.StatusNeedsReset == 0 {
 		t.Fatalf("status %#x lacks NEEDS_RESET", g.status())
 	}
 	var cfgVec *fakeVector
@@ -567,10 +569,10 @@ func TestVirtioPCIFail(t *testing.T) {
 }
 
 func TestVirtioPCIActivateError(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.dev.activateErr = errors.New("tap is gone")
 	g.bringUpWithoutCheck()
-	if g.status()&devices.StatusNeedsReset == 0 || g.status()&devices.StatusDriverOK == 0 {
+	if g.status()&virtio.StatusNeedsReset == 0 || g.status()&virtio.StatusDriverOK == 0 {
 		t.Fatalf("status %#x, want DRIVER_OK|NEEDS_RESET", g.status())
 	}
 	if len(g.hv.ioevents) != 0 {
@@ -585,7 +587,7 @@ func TestVirtioPCIActivateError(t *testing.T) {
 func (g *linuxGuest) bringUpWithoutCheck() {
 	g.probe()
 	g.enableMSIX()
-	g.negotiate(devices.FeatureVersion1)
+	g.negotiate(virtio.FeatureVersion1)
 	rx, _ := g.drv.NewQueue(64, virtiotest.RingOptions{NoKickFD: true})
 	tx, _ := g.drv.NewQueue(64, virtiotest.RingOptions{NoKickFD: true})
 	g.setupQueue(0, rx, 1)
@@ -596,7 +598,7 @@ func (g *linuxGuest) bringUpWithoutCheck() {
 // TestVirtioPCIBARMoveAfterDriverOK: the guest moves BAR 0; the registers
 // and the ioeventfds follow.
 func TestVirtioPCIBARMoveAfterDriverOK(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.bringUp()
 	a := g.dev.last(t)
 	const newBar = 0xd0000000
@@ -610,7 +612,7 @@ func TestVirtioPCIBARMoveAfterDriverOK(t *testing.T) {
 	if fd, ok := g.hv.ioeventfd(newBar + (g.notify - g.bar) + 4); !ok || fd != a.Kicks[1] {
 		t.Fatal("no ioeventfd at the new notify address")
 	}
-	if g.read(newBar+(g.common-g.bar)+0x14, 1)&devices.StatusDriverOK == 0 {
+	if g.read(newBar+(g.common-g.bar)+0x14, 1)&virtio.StatusDriverOK == 0 {
 		t.Fatal("common config not readable at the new BAR address")
 	}
 	var d [1]byte
@@ -622,7 +624,7 @@ func TestVirtioPCIBARMoveAfterDriverOK(t *testing.T) {
 // TestVirtioPCIIoeventfdFallback: where KVM refuses any-length ioeventfds
 // the transport binds 16-bit ones.
 func TestVirtioPCIIoeventfdFallback(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.hv.anyLenErr = true
 	g.bringUp()
 	if len(g.hv.ioevents) != 2 || g.hv.sizes[0] != 2 {
@@ -633,9 +635,9 @@ func TestVirtioPCIIoeventfdFallback(t *testing.T) {
 // TestVirtioPCIHostileRegisterAccess throws odd sizes and offsets at every
 // block: nothing may panic.
 func TestVirtioPCIHostileRegisterAccess(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.probe()
-	for off := uint64(0); off < devices.VirtioPCIBARSize; off += 0x3f9 {
+	for off := uint64(0); off < pci.BARSize; off += 0x3f9 {
 		for _, size := range []int{1, 2, 3, 4, 8} {
 			var d [8]byte
 			g.mmio.Read(g.bar+off, d[:size])
@@ -654,7 +656,7 @@ func TestVirtioPCIHostileRegisterAccess(t *testing.T) {
 // TestVirtioPCICfgCapability reaches the BAR through the PCI_CFG window in
 // config space, as firmware does before it maps BARs.
 func TestVirtioPCICfgCapability(t *testing.T) {
-	g := newGuest(t, devices.NotifyIoeventfd)
+	g := newGuest(t, pci.NotifyIoeventfd)
 	g.probe()
 	p := 0
 	for q := int(g.cfgRead(0x34, 1)); q != 0; q = int(g.cfgRead(q+1, 1)) {
@@ -673,13 +675,13 @@ func TestVirtioPCICfgCapability(t *testing.T) {
 	}
 	g.cfgWrite(p+8, 4, 0x14) // device_status
 	g.cfgWrite(p+12, 4, 1)
-	g.cfgWrite(p+16, 1, devices.StatusAcknowledge)
-	if g.status() != devices.StatusAcknowledge {
+	g.cfgWrite(p+16, 1, virtio.StatusAcknowledge)
+	if g.status() != virtio.StatusAcknowledge {
 		t.Fatalf("status %#x after a PCI_CFG write", g.status())
 	}
 	g.cfgWrite(p+12, 4, 3) // an invalid length does nothing
 	g.cfgWrite(p+16, 4, 0)
-	if g.status() != devices.StatusAcknowledge {
+	if g.status() != virtio.StatusAcknowledge {
 		t.Fatal("an invalid PCI_CFG length reached the BAR")
 	}
 }

@@ -1,15 +1,15 @@
-package devices_test
+package virtio_test
 
 import (
 	"bytes"
 	"encoding/binary"
 	"testing"
 
-	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/virtiotest"
 )
 
-func newRing(t testing.TB, size uint16, opts virtiotest.RingOptions) (*virtiotest.Driver, *virtiotest.Ring, *devices.Queue) {
+func newRing(t testing.TB, size uint16, opts virtiotest.RingOptions) (*virtiotest.Driver, *virtiotest.Ring, *virtio.Queue) {
 	t.Helper()
 	d := virtiotest.New(8 << 20)
 	t.Cleanup(func() { d.Close() })
@@ -20,7 +20,7 @@ func newRing(t testing.TB, size uint16, opts virtiotest.RingOptions) (*virtiotes
 	return d, r, r.Queue()
 }
 
-func mustPop(t *testing.T, q *devices.Queue) devices.Chain {
+func mustPop(t *testing.T, q *virtio.Queue) virtio.Chain {
 	t.Helper()
 	c, ok, err := q.Pop()
 	if err != nil || !ok {
@@ -29,7 +29,7 @@ func mustPop(t *testing.T, q *devices.Queue) devices.Chain {
 	return c
 }
 
-func readChain(t *testing.T, mem devices.Memory, c devices.Chain) []byte {
+func readChain(t *testing.T, mem virtio.Memory, c virtio.Chain) []byte {
 	t.Helper()
 	var out []byte
 	for _, b := range c.Bufs {

@@ -1,4 +1,4 @@
-package devices_test
+package virtio_test
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/virtiotest"
 )
 
 func TestNeedEvent(t *testing.T) {
@@ -26,7 +26,7 @@ func TestNeedEvent(t *testing.T) {
 		{2, 2, 0xfffe, false},
 	}
 	for _, c := range cases {
-		if got := devices.NeedEvent(c.event, c.now, c.old); got != c.want {
+		if got := virtio.NeedEvent(c.event, c.now, c.old); got != c.want {
 			t.Errorf("NeedEvent(%d, %d, %d) = %v, want %v", c.event, c.now, c.old, got, c.want)
 		}
 	}
@@ -34,7 +34,7 @@ func TestNeedEvent(t *testing.T) {
 
 // serve pops, returns and publishes every waiting chain, and says whether
 // the device would interrupt.
-func serve(t *testing.T, q *devices.Queue) (n int, irq bool) {
+func serve(t *testing.T, q *virtio.Queue) (n int, irq bool) {
 	t.Helper()
 	for {
 		c, ok, err := q.Pop()
@@ -148,7 +148,7 @@ func TestFlagsWithoutEventIdx(t *testing.T) {
 		t.Fatal("no kick with notifications enabled")
 	}
 	q.DisableNotify()
-	if r.UsedFlags()&devices.UsedFNoNotify == 0 {
+	if r.UsedFlags()&virtio.UsedFNoNotify == 0 {
 		t.Fatal("DisableNotify did not set NO_NOTIFY")
 	}
 	r.AddChain(nil, []uint32{1})
@@ -158,7 +158,7 @@ func TestFlagsWithoutEventIdx(t *testing.T) {
 	if !q.EnableNotify() {
 		t.Fatal("EnableNotify missed waiting chains")
 	}
-	if r.UsedFlags()&devices.UsedFNoNotify != 0 {
+	if r.UsedFlags()&virtio.UsedFNoNotify != 0 {
 		t.Fatal("EnableNotify left NO_NOTIFY set")
 	}
 	if _, irq := serve(t, q); !irq {
@@ -217,7 +217,7 @@ func TestConcurrentDriverAndDevice(t *testing.T) {
 
 // device is a minimal worker: wait for a kick, drain with notifications
 // off, re-enable and re-check, interrupt when the driver asks.
-func device(q *devices.Queue, kick int, irq devices.Interrupt, total int) error {
+func device(q *virtio.Queue, kick int, irq virtio.Interrupt, total int) error {
 	var buf [8]byte
 	done := 0
 	for done < total {

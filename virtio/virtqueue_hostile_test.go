@@ -1,4 +1,4 @@
-package devices_test
+package virtio_test
 
 import (
 	"encoding/binary"
@@ -6,14 +6,14 @@ import (
 	"reflect"
 	"testing"
 
-	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/virtiotest"
 )
 
 const (
-	next     = devices.DescFNext
-	write    = devices.DescFWrite
-	indirect = devices.DescFIndirect
+	next     = virtio.DescFNext
+	write    = virtio.DescFWrite
+	indirect = virtio.DescFIndirect
 )
 
 // TestHostileChains feeds each kind of broken ring to Pop: every one must
@@ -133,7 +133,7 @@ func TestHostileChains(t *testing.T) {
 				t.Fatal("HasAvail = false; a broken queue must report true so Pop reports the error")
 			}
 			_, ok, err := q.Pop()
-			if err == nil || ok || !errors.Is(err, devices.ErrQueueBroken) {
+			if err == nil || ok || !errors.Is(err, virtio.ErrQueueBroken) {
 				t.Fatalf("Pop = ok %v, err %v; want ErrQueueBroken", ok, err)
 			}
 			t.Log(err)
@@ -162,7 +162,7 @@ func TestIndirectNeedsTheFeature(t *testing.T) {
 	r.WriteIndirect(r.BufAddr(1), []virtiotest.RawDesc{{Addr: r.BufAddr(3), Len: 1}})
 	r.WriteDesc(0, virtiotest.RawDesc{Addr: r.BufAddr(1), Len: 16, Flags: indirect})
 	r.PushAvail(0)
-	if _, ok, err := q.Pop(); ok || !errors.Is(err, devices.ErrQueueBroken) {
+	if _, ok, err := q.Pop(); ok || !errors.Is(err, virtio.ErrQueueBroken) {
 		t.Fatalf("Pop = ok %v, err %v; want ErrQueueBroken", ok, err)
 	}
 }
@@ -190,26 +190,26 @@ func TestResetClearsBrokenQueue(t *testing.T) {
 
 // TestBadLayout checks ring placement errors are reported, not panics.
 func TestBadLayout(t *testing.T) {
-	mem := devices.FlatMemory(make([]byte, 1<<16))
-	good := devices.Queue{Size: 8, MaxSize: 8, DescAddr: 0x1000, AvailAddr: 0x2000, UsedAddr: 0x3000, Ready: true, Mem: mem}
-	cases := map[string]func(q *devices.Queue){
-		"size not a power of 2": func(q *devices.Queue) { q.Size = 6 },
-		"size zero":             func(q *devices.Queue) { q.Size = 0 },
-		"size above max":        func(q *devices.Queue) { q.Size, q.MaxSize = 16, 8 },
-		"desc misaligned":       func(q *devices.Queue) { q.DescAddr = 0x1008 },
-		"avail misaligned":      func(q *devices.Queue) { q.AvailAddr = 0x2001 },
-		"used misaligned":       func(q *devices.Queue) { q.UsedAddr = 0x3002 },
-		"desc outside memory":   func(q *devices.Queue) { q.DescAddr = 1<<16 - 64 },
-		"avail outside memory":  func(q *devices.Queue) { q.AvailAddr = 1<<16 - 8 },
-		"used outside memory":   func(q *devices.Queue) { q.UsedAddr = 1 << 20 },
-		"not ready":             func(q *devices.Queue) { q.Ready = false },
-		"no memory":             func(q *devices.Queue) { q.Mem = nil },
+	mem := virtio.FlatMemory(make([]byte, 1<<16))
+	good := virtio.Queue{Size: 8, MaxSize: 8, DescAddr: 0x1000, AvailAddr: 0x2000, UsedAddr: 0x3000, Ready: true, Mem: mem}
+	cases := map[string]func(q *virtio.Queue){
+		"size not a power of 2": func(q *virtio.Queue) { q.Size = 6 },
+		"size zero":             func(q *virtio.Queue) { q.Size = 0 },
+		"size above max":        func(q *virtio.Queue) { q.Size, q.MaxSize = 16, 8 },
+		"desc misaligned":       func(q *virtio.Queue) { q.DescAddr = 0x1008 },
+		"avail misaligned":      func(q *virtio.Queue) { q.AvailAddr = 0x2001 },
+		"used misaligned":       func(q *virtio.Queue) { q.UsedAddr = 0x3002 },
+		"desc outside memory":   func(q *virtio.Queue) { q.DescAddr = 1<<16 - 64 },
+		"avail outside memory":  func(q *virtio.Queue) { q.AvailAddr = 1<<16 - 8 },
+		"used outside memory":   func(q *virtio.Queue) { q.UsedAddr = 1 << 20 },
+		"not ready":             func(q *virtio.Queue) { q.Ready = false },
+		"no memory":             func(q *virtio.Queue) { q.Mem = nil },
 	}
 	for name, breakIt := range cases {
 		t.Run(name, func(t *testing.T) {
 			q := good
 			breakIt(&q)
-			if _, _, err := q.Pop(); !errors.Is(err, devices.ErrQueueBroken) {
+			if _, _, err := q.Pop(); !errors.Is(err, virtio.ErrQueueBroken) {
 				t.Fatalf("Pop err = %v, want ErrQueueBroken", err)
 			}
 		})
@@ -225,8 +225,8 @@ func TestBadLayout(t *testing.T) {
 // reset works the same after it. It sets each exported field to a value
 // other than its zero value, so a field Reset forgets shows up here.
 func TestResetKeepsConfiguration(t *testing.T) {
-	mem := devices.FlatMemory(make([]byte, 1<<16))
-	q := devices.Queue{
+	mem := virtio.FlatMemory(make([]byte, 1<<16))
+	q := virtio.Queue{
 		Size: 8, MaxSize: 16, DescAddr: 0x1000, AvailAddr: 0x2000, UsedAddr: 0x3000,
 		Ready: true, EventIdx: true, Indirect: true, Mem: mem, AvailEventAhead: 3,
 	}
@@ -282,7 +282,7 @@ func TestRingsEndingAtEndOfMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			end := max(tc.avail+6+2*n, tc.used+6+8*n)
-			mem := devices.FlatMemory(make([]byte, end))
+			mem := virtio.FlatMemory(make([]byte, end))
 			le := binary.LittleEndian
 			const buf = 0x100
 			// One readable descriptor at head 0, made available.
@@ -291,7 +291,7 @@ func TestRingsEndingAtEndOfMemory(t *testing.T) {
 			le.PutUint16(mem[tc.avail+4:], 0) // avail.ring[0] = head 0
 			le.PutUint16(mem[tc.avail+2:], 1) // avail.idx
 			le.PutUint16(mem[tc.avail+4+2*n:], 0)
-			q := devices.Queue{Size: n, MaxSize: n, DescAddr: 0x1000, AvailAddr: tc.avail, UsedAddr: tc.used,
+			q := virtio.Queue{Size: n, MaxSize: n, DescAddr: 0x1000, AvailAddr: tc.avail, UsedAddr: tc.used,
 				Ready: true, EventIdx: true, Mem: mem, AvailEventAhead: 5}
 			c, ok, err := q.Pop()
 			if err != nil || !ok || c.Head != 0 {

@@ -1,4 +1,4 @@
-package devices_test
+package pci_test
 
 import (
 	"encoding/binary"
@@ -8,11 +8,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/pci"
+	"tinyvmm/virtio/virtiotest"
 )
 
-// fakeHV is a devices.Hypervisor that records ioeventfds and hands out
+// fakeHV is a pci.Hypervisor that records ioeventfds and hands out
 // counting MSI vectors.
 type fakeHV struct {
 	mu        sync.Mutex
@@ -49,7 +50,7 @@ func (h *fakeHV) RemoveIoeventfd(gpa uint64, size uint32, fd int) error {
 	return nil
 }
 
-func (h *fakeHV) NewMSIVector() (devices.MSIVector, error) {
+func (h *fakeHV) NewMSIVector() (pci.MSIVector, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.noVectors {
@@ -90,13 +91,13 @@ func (v *fakeVector) Close() error { v.closed = true; return nil }
 // transport does to it.
 type fakeDevice struct {
 	mu          sync.Mutex
-	activations []devices.Activation
+	activations []virtio.Activation
 	resets      int
 	activateErr error
 	config      [8]byte
 }
 
-const fakeFeatures = devices.FeatureVersion1 | devices.FeatureEventIdx | devices.FeatureIndirectDesc | 1<<5
+const fakeFeatures = virtio.FeatureVersion1 | virtio.FeatureEventIdx | virtio.FeatureIndirectDesc | 1<<5
 
 func (d *fakeDevice) Type() uint16            { return 1 }
 func (d *fakeDevice) Features() uint64        { return fakeFeatures }
@@ -110,7 +111,7 @@ func (d *fakeDevice) ReadConfig(off uint64, data []byte) {
 	}
 }
 func (d *fakeDevice) WriteConfig(off uint64, data []byte) {}
-func (d *fakeDevice) Activate(a devices.Activation) error {
+func (d *fakeDevice) Activate(a virtio.Activation) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.activateErr != nil {
@@ -125,7 +126,7 @@ func (d *fakeDevice) Reset() {
 	d.mu.Unlock()
 }
 
-func (d *fakeDevice) last(t *testing.T) devices.Activation {
+func (d *fakeDevice) last(t *testing.T) virtio.Activation {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -1,15 +1,15 @@
 // Package virtiotest is a virtio driver written in Go that plays the guest
 // for tests and benchmarks of virtio devices, with no VM.
 //
-// A Driver owns a devices.FlatMemory that stands for guest RAM and hands
+// A Driver owns a virtio.FlatMemory that stands for guest RAM and hands
 // out guest addresses in it the way a guest kernel would. NewQueue lays out
 // a split virtqueue there (descriptor table, available and used rings, one
 // data buffer per descriptor) and returns a Ring, the driver's side of it:
 // AddChain posts buffers, Kick notifies the device through an eventfd (only
 // when the device asked for it, EVENT_IDX or NO_NOTIFY), Used collects what
 // the device returned and ReadBuf reads what it wrote. Ring.Queue is the
-// device's side, a devices.Queue over the same memory, and
-// Driver.Activation bundles everything a devices.VirtioDevice gets on
+// device's side, a virtio.Queue over the same memory, and
+// Driver.Activation bundles everything a virtio.Device gets on
 // DRIVER_OK.
 //
 // The hot path (AddChain, Kick, Used, ReadBuf) does not allocate, so a
@@ -27,12 +27,12 @@ import (
 	"fmt"
 	"sync"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // Driver is the guest: its memory and a bump allocator over it.
 type Driver struct {
-	Mem devices.FlatMemory
+	Mem virtio.FlatMemory
 
 	next   uint64 // first free guest address
 	rings  []*Ring
@@ -54,7 +54,7 @@ func New(size int) *Driver {
 		off++
 	}
 	return &Driver{
-		Mem:    devices.FlatMemory(raw[off : off+size : off+size]),
+		Mem:    virtio.FlatMemory(raw[off : off+size : off+size]),
 		next:   PageSize,
 		Config: NewInterrupt(),
 	}
@@ -90,8 +90,8 @@ func (d *Driver) Bytes(gpa uint64, n int) []byte {
 // Activation returns what a device gets on DRIVER_OK for these rings: the
 // device's queues, the rings' kick eventfds and interrupts, the config
 // interrupt, and a Fail that records into Failures.
-func (d *Driver) Activation(features uint64, rings ...*Ring) devices.Activation {
-	a := devices.Activation{
+func (d *Driver) Activation(features uint64, rings ...*Ring) virtio.Activation {
+	a := virtio.Activation{
 		Mem:      d.Mem,
 		Features: features,
 		Config:   d.Config,
