@@ -115,6 +115,11 @@ func TestCLIErrors(t *testing.T) {
 		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
 		{"unknown benchmark", []string{"bench", "fly"}, 2, `unknown benchmark "fly"`},
 		{"unknown flag", []string{"run", "--bogus"}, 2, "unknown flag --bogus"},
+		{"QEMU's -m", []string{"run", "-m", "512"}, 2, "unknown flag --m; did you mean --mem?"},
+		{"typo of a flag", []string{"run", "--kernal", kernel}, 2, "unknown flag --kernal; did you mean --kernel?"},
+		{"timeout without a unit", []string{"run", "--timeout", "10"}, 2, "--timeout 10: a duration needs a unit: 10s or 10m"},
+		{"net with a bare tap name", []string{"run", "--net", "tap0"}, 2, `--net "tap0": did you mean --net tap=tap0?`},
+		{"mem in decimal megabytes", []string{"run", "--mem", "512MB"}, 2, `--mem "512MB": sizes are powers of two; did you mean 512M (512MiB)?`},
 		{"mem 0", []string{"run", "--mem", "0", "--kernel", kernel}, 2, "memory size is 0"},
 		{"mem junk", []string{"run", "--mem", "lots"}, 2, `--mem "lots" is not a size`},
 		{"cpus junk", []string{"run", "--cpus", "x"}, 2, `--cpus "x": not a number`},
@@ -302,7 +307,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "M", "-1G", "1.5G", "12X", "99999999999999999999G"} {
+	for _, bad := range []string{"", "M", "-1G", "1.5G", "12X", "99999999999999999999G", "512MB", "1GB", "512B", "512iB"} {
 		if _, err := parseSize(bad); err == nil {
 			t.Errorf("parseSize(%q) accepted", bad)
 		}

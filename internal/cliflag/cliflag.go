@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // UsageError is a bad command line. The CLI prints it as one line and
@@ -39,7 +40,105 @@ func Parse(fs *flag.FlagSet, command string, args []string) error {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return Usagef("%s; see tinyvmm %s --help", Message(err), command)
+	return Usagef("%s; see tinyvmm %s --help", explain(fs, err), command)
+}
+
+// explain is Message with what only the flag set knows: the flag that was
+// probably meant, and the unit a duration needs.
+func explain(fs *flag.FlagSet, err error) string {
+	msg := Message(err)
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		if near := Nearest(strings.TrimLeft(name, "-"), flagNames(fs)); near != "" {
+			return fmt.Sprintf("%s; did you mean --%s?", msg, near)
+		}
+		return msg
+	}
+	if value, name, _, ok := valueError(err.Error()); ok {
+		if f := fs.Lookup(name); f != nil && isDuration(f.Value) {
+			if v, uerr := strconv.Unquote(value); uerr == nil {
+				if _, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+					return fmt.Sprintf("--%s %s: a duration needs a unit: %ss or %sm", name, v, v, v)
+				}
+			}
+		}
+	}
+	return msg
+}
+
+func isDuration(v flag.Value) bool {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(time.Duration)
+	return ok
+}
+
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// Nearest returns the one candidate the user most likely meant by typed,
+// as git and cargo suggest: the only candidate that typed is a prefix of,
+// else the only one that typed begins with (--netdev for --net), else the
+// closest by edit distance if it is close enough to be a typo (at most 2
+// edits, and fewer than the typed word's length). "" when none stands out.
+func Nearest(typed string, candidates []string) string {
+	var prefixed, stems []string
+	for _, c := range candidates {
+		if typed != "" && strings.HasPrefix(c, typed) {
+			prefixed = append(prefixed, c)
+		}
+		if len(c) >= 3 && strings.HasPrefix(typed, c) {
+			stems = append(stems, c) // --netdev for --net
+		}
+	}
+	if len(prefixed) == 1 {
+		return prefixed[0]
+	}
+	if len(prefixed) == 0 && len(stems) == 1 {
+		return stems[0]
+	}
+	best, bestDist, tie := "", 3, false
+	for _, c := range candidates {
+		d := editDistance(typed, c)
+		if d >= len(typed) {
+			continue // not a typo of it: most of the word would change
+		}
+		switch {
+		case d < bestDist:
+			best, bestDist, tie = c, d, false
+		case d == bestDist:
+			tie = true
+		}
+	}
+	if tie {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // valueError splits the flag package's wrapper around a Set error,
