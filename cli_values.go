@@ -244,3 +244,6 @@ func (v statsValue) Set(s string) error {
 
 // IsBoolFlag lets --stats stand alone.
 func (v statsValue) IsBoolFlag() bool { return true }
+
+// OptionalValue names the value --stats may take, for --help.
+func (v statsValue) OptionalValue() string { return "FILE" }

@@ -217,15 +217,38 @@ func TestCLIHelp(t *testing.T) {
 		}
 	}
 	out, _ := exec.Command(bin, "run", "--help").Output()
-	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net tap=NAME", "--stats[=FILE]", "Ctrl-A x", "-- CMD"} {
+	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net SPEC", "tap=NAME[,OPTS]", "--stats[=FILE]", "Ctrl-A x", "-- CMD",
+		"Basic flags:", "Network:", "Sharing:", "Tuning the net device's worker:", "Debugging and benchmarks:", "--rx-batch N"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("run --help lacks %q", want)
 		}
 	}
-	for _, b := range []string{"device", "e2e"} {
+	checkHelpScans(t, "run --help", string(out))
+	if strings.Contains(string(out), "Other flags:") {
+		t.Errorf("run --help has flags in no group:\n%s", out[strings.Index(string(out), "Other flags:"):])
+	}
+	if strings.Contains(string(out), "cpuprofile") {
+		t.Error("run --help shows the development flag --cpuprofile")
+	}
+	for _, b := range []string{"device"} {
 		out, err := exec.Command(bin, "bench", b, "--help").Output()
-		if err != nil || !strings.Contains(string(out), "Usage: tinyvmm bench "+b) || !strings.Contains(string(out), "-runs") {
-			t.Errorf("bench %s --help: %v, stdout %q; want its usage and flags, status 0", b, err, out)
+		if err != nil || !strings.Contains(string(out), "Usage: tinyvmm bench "+b) || !strings.Contains(string(out), "  --runs N") {
+			t.Errorf("bench %s --help: %v, stdout %q; want its usage and flags as --name, status 0", b, err, out)
+		}
+		checkHelpScans(t, "bench "+b+" --help", string(out))
+	}
+}
+
+// checkHelpScans wants help that reads in an 80-column terminal, with each
+// flag shown as users type it (--name, never -name).
+func checkHelpScans(t *testing.T, what, out string) {
+	t.Helper()
+	for i, line := range strings.Split(out, "\n") {
+		if len(line) > 80 {
+			t.Errorf("%s line %d is %d characters: %q", what, i+1, len(line), line)
+		}
+		if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") {
+			t.Errorf("%s line %d shows a flag with one dash: %q", what, i+1, line)
 		}
 	}
 }

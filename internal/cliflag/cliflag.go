@@ -192,8 +192,7 @@ func Message(err error) string {
 func ParseFlagsOnly(fs *flag.FlagSet, command, usage string, args []string, stdout io.Writer) (help bool, err error) {
 	if err := Parse(fs, command, args); errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		PrintFlags(stdout, fs, nil)
 		return true, nil
 	} else if err != nil {
 		return false, err
@@ -202,4 +201,103 @@ func ParseFlagsOnly(fs *flag.FlagSet, command, usage string, args []string, stdo
 		return false, Usagef("%s: unexpected argument %q; see tinyvmm %s --help", command, fs.Arg(0), command)
 	}
 	return false, nil
+}
+
+// Group is a titled set of flags for --help, by name, in the order shown.
+type Group struct {
+	Title string
+	Names []string
+}
+
+// PrintFlags lists fs's flags the way users type them (--name VALUE), one
+// titled section per group; flags no group names come last under "Other
+// flags", and with no groups at all under "Flags". A flag whose usage
+// starts with "(hidden)" is left out (a development flag).
+func PrintFlags(w io.Writer, fs *flag.FlagSet, groups []Group) {
+	shown := map[string]bool{}
+	section := func(title string, names []string) {
+		var flags []*flag.Flag
+		for _, n := range names {
+			if f := fs.Lookup(n); f != nil && !shown[n] && !Hidden(f) {
+				flags = append(flags, f)
+				shown[n] = true
+			}
+		}
+		if len(flags) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s:\n", title)
+		for _, f := range flags {
+			printFlag(w, f)
+		}
+	}
+	for _, g := range groups {
+		section(g.Title, g.Names)
+	}
+	var rest []string
+	fs.VisitAll(func(f *flag.Flag) { rest = append(rest, f.Name) })
+	title := "Other flags"
+	if len(groups) == 0 {
+		title = "Flags"
+	}
+	section(title, rest)
+}
+
+// Hidden reports a development flag, left out of --help.
+func Hidden(f *flag.Flag) bool { return strings.HasPrefix(f.Usage, "(hidden)") }
+
+func printFlag(w io.Writer, f *flag.Flag) {
+	name, usage := flag.UnquoteUsage(f)
+	switch name { // the flag package's type names, as a placeholder
+	case "int", "uint":
+		name = "N"
+	case "float":
+		name = "X"
+	case "duration":
+		name = "DURATION"
+	case "string", "value":
+		name = "VALUE"
+	}
+	head := "--" + f.Name
+	if opt, ok := f.Value.(interface{ OptionalValue() string }); ok {
+		head += "[=" + opt.OptionalValue() + "]" // --stats[=FILE]
+	} else if name != "" {
+		head += " " + name
+	}
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		usage += " (default " + f.DefValue + ")"
+	}
+	fmt.Fprintf(w, "  %s\n", head)
+	for _, line := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(line, " ") { // a table row: kept as written
+			fmt.Fprintf(w, "      %s\n", line)
+			continue
+		}
+		for _, l := range wrap(line, helpWidth) {
+			fmt.Fprintf(w, "      %s\n", l)
+		}
+	}
+}
+
+// helpWidth is the width --help wraps a flag's text to (after its indent),
+// so that it reads in an 80-column terminal.
+const helpWidth = 72
+
+// wrap breaks text into lines of at most width bytes at spaces (a longer
+// word stands alone on its line).
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
 }
