@@ -27,8 +27,14 @@ guest:
 # Boots the default guest with a NIC on a tap inside namespace $(NETNS); the namespace is
 # removed when the guest stops.
 GUEST_IP := ip=10.0.2.15::10.0.2.1:255.255.255.0::eth0:off
+# Without a KVM device, say so in one line before anything is built or created.
+KVM ?= /dev/kvm
+ifneq ($(filter run,$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(KVM)),)
+$(error make run: no $(KVM) here; 'make run-nested' boots the same guest on nested KVM inside QEMU)
+endif
+endif
 run: build guest
-	@[ -e /dev/kvm ] || echo "make run: no /dev/kvm here; 'make run-nested' boots the guest on nested KVM inside QEMU" >&2
 	bash scripts/netns.sh run $(NETNS) $(TAP) -- $(abspath $(BIN)) run --net tap=$(TAP) --append $(GUEST_IP) $(ARGS)
 
 # For hosts without /dev/kvm: the same guest, booted by tinyvmm on the real KVM of a Linux that

@@ -28,8 +28,6 @@ exits with its status; without it, the console is an interactive shell
 
 Without --kernel/--initrd, the default guest from 'make guest' is used
 (out/guest next to the binary, or $TINYVMM_GUEST_DIR).
-
-Flags:
 `
 
 // runFlags is everything `tinyvmm run` accepts.
@@ -54,13 +52,20 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.Var(sizeValue{&f.cfg.MemBytes}, "mem", "guest memory `SIZE`, like 256M or 1G (a plain number is MiB)")
 	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
 	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
-	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=...][,tx-rate=...][,rx-pps=...][,tx-pps=...]`, on a host interface with af_packet=IFNAME, or on a rootless user-mode network with user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]... (DHCP gives the guest 10.0.2.15; 10.0.2.2 is its gateway, DNS server and the host's 127.0.0.1) (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call; queues=N queue pairs on a tap, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
+	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a NIC (repeatable); `SPEC` is one of:\n"+
+		"  tap=NAME[,OPTS]          a tap device (needs root or CAP_NET_ADMIN)\n"+
+		"  af_packet=IFNAME[,OPTS]  a host interface, through a packet socket\n"+
+		"  user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...\n"+
+		"                           a rootless user-mode network: the guest gets\n"+
+		"                           10.0.2.15 by DHCP; 10.0.2.2 is its gateway,\n"+
+		"                           DNS server and the host's 127.0.0.1\n"+
+		"OPTS, comma-separated: mac=MAC; mtu=N; io=uring (batches of frames per io_uring_enter, the default) or io=writev (a system call per frame); queues=N queue pairs, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
 	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
 	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
-	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write tinyvmm's Go CPU profile to `FILE` (development; not in --help)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "(hidden) write tinyvmm's Go CPU profile to `FILE` (development)")
 	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.TxWeightBytes, "tx-weight-bytes", f.tuning.TxWeightBytes, "tx bytes per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightPkts, "rx-weight-pkts", f.tuning.RxWeightPkts, "rx packets per worker run before requeueing (0: unlimited)")
@@ -89,7 +94,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := cliflag.Parse(fs, "run", flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, runUsage)
-			printFlags(stdout, fs)
+			cliflag.PrintFlags(stdout, fs, runFlagGroups)
 			return 0
 		}
 		return fail(stderr, exitUsage, err)
@@ -247,26 +252,14 @@ func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.
 	return status
 }
 
-// printFlags lists the flags the way users type them (--name VALUE).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "cpuprofile" {
-			return // a development flag
-		}
-		name, usage := flag.UnquoteUsage(f)
-		head := "--" + f.Name
-		if name != "" {
-			head += " " + name
-		}
-		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool && f.Name == "stats" {
-			head = "--stats[=FILE]"
-		}
-		fmt.Fprintf(w, "  %s\n      %s", head, usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
+// runFlagGroups orders run's --help: what everyone needs first, the
+// device's tuning and the debugging aids last.
+var runFlagGroups = []cliflag.Group{
+	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
+	{Title: "Network", Names: []string{"net", "notify"}},
+	{Title: "Sharing", Names: []string{"share"}},
+	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
+	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }
 
 // check checks the flags that Config.Validate cannot see: the tuning

@@ -33,12 +33,20 @@ func (v sizeValue) Set(s string) error {
 
 func parseSize(s string) (uint64, error) {
 	t := strings.TrimSpace(strings.ToUpper(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	binary := strings.HasSuffix(t, "IB") // 512MiB: the unit says powers of two
+	t = strings.TrimSuffix(t, "IB")
 	shift := uint(20) // a plain number is MiB
+	if !binary && len(t) > 2 && strings.HasSuffix(t, "B") && strings.IndexByte("KMGT", t[len(t)-2]) >= 0 {
+		// 512MB could mean 10^6 or 2^20 bytes: say which one tinyvmm takes.
+		num := strings.TrimSpace(s)
+		return 0, fmt.Errorf("--mem %q: sizes are powers of two; did you mean %s (%siB)?", s, num[:len(num)-1], num[:len(num)-1])
+	}
 	if t != "" {
 		if i := strings.IndexByte("KMGT", t[len(t)-1]); i >= 0 {
 			shift = uint(10 * (i + 1))
 			t = t[:len(t)-1]
+		} else if binary {
+			t = "" // "512iB": no unit before iB
 		}
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
@@ -78,6 +86,10 @@ func (v netsValue) Set(s string) error {
 			continue
 		}
 		key, val, ok := strings.Cut(kv, "=")
+		if i == 0 && !ok && kv != "" {
+			// A bare name is how a tap is named elsewhere (ip, QEMU's ifname=).
+			return fmt.Errorf("--net %q: did you mean --net tap=%s? (af_packet=%s joins a host interface; user needs no root)", s, s, kv)
+		}
 		if !ok || val == "" {
 			return fmt.Errorf("--net %q: expected %s", s, netUsage)
 		}
@@ -232,3 +244,6 @@ func (v statsValue) Set(s string) error {
 
 // IsBoolFlag lets --stats stand alone.
 func (v statsValue) IsBoolFlag() bool { return true }
+
+// OptionalValue names the value --stats may take, for --help.
+func (v statsValue) OptionalValue() string { return "FILE" }

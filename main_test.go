@@ -114,6 +114,11 @@ func TestCLIErrors(t *testing.T) {
 		{"unknown command", []string{"fly"}, 2, `unknown command "fly"`},
 		{"unknown benchmark", []string{"bench", "fly"}, 2, `unknown benchmark "fly"`},
 		{"unknown flag", []string{"run", "--bogus"}, 2, "unknown flag --bogus"},
+		{"QEMU's -m", []string{"run", "-m", "512"}, 2, "unknown flag --m; did you mean --mem?"},
+		{"typo of a flag", []string{"run", "--kernal", kernel}, 2, "unknown flag --kernal; did you mean --kernel?"},
+		{"timeout without a unit", []string{"run", "--timeout", "10"}, 2, "--timeout 10: a duration needs a unit: 10s or 10m"},
+		{"net with a bare tap name", []string{"run", "--net", "tap0"}, 2, `--net "tap0": did you mean --net tap=tap0?`},
+		{"mem in decimal megabytes", []string{"run", "--mem", "512MB"}, 2, `--mem "512MB": sizes are powers of two; did you mean 512M (512MiB)?`},
 		{"mem 0", []string{"run", "--mem", "0", "--kernel", kernel}, 2, "memory size is 0"},
 		{"mem junk", []string{"run", "--mem", "lots"}, 2, `--mem "lots" is not a size`},
 		{"cpus junk", []string{"run", "--cpus", "x"}, 2, `--cpus "x": not a number`},
@@ -211,15 +216,38 @@ func TestCLIHelp(t *testing.T) {
 		}
 	}
 	out, _ := exec.Command(bin, "run", "--help").Output()
-	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net tap=NAME", "--stats[=FILE]", "Ctrl-A x", "-- CMD"} {
+	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net SPEC", "tap=NAME[,OPTS]", "--stats[=FILE]", "Ctrl-A x", "-- CMD",
+		"Basic flags:", "Network:", "Sharing:", "Tuning the net device's worker:", "Debugging and benchmarks:", "--rx-batch N"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("run --help lacks %q", want)
 		}
 	}
-	for _, b := range []string{"device", "e2e"} {
+	checkHelpScans(t, "run --help", string(out))
+	if strings.Contains(string(out), "Other flags:") {
+		t.Errorf("run --help has flags in no group:\n%s", out[strings.Index(string(out), "Other flags:"):])
+	}
+	if strings.Contains(string(out), "cpuprofile") {
+		t.Error("run --help shows the development flag --cpuprofile")
+	}
+	for _, b := range []string{"device"} {
 		out, err := exec.Command(bin, "bench", b, "--help").Output()
-		if err != nil || !strings.Contains(string(out), "Usage: tinyvmm bench "+b) || !strings.Contains(string(out), "-runs") {
-			t.Errorf("bench %s --help: %v, stdout %q; want its usage and flags, status 0", b, err, out)
+		if err != nil || !strings.Contains(string(out), "Usage: tinyvmm bench "+b) || !strings.Contains(string(out), "  --runs N") {
+			t.Errorf("bench %s --help: %v, stdout %q; want its usage and flags as --name, status 0", b, err, out)
+		}
+		checkHelpScans(t, "bench "+b+" --help", string(out))
+	}
+}
+
+// checkHelpScans wants help that reads in an 80-column terminal, with each
+// flag shown as users type it (--name, never -name).
+func checkHelpScans(t *testing.T, what, out string) {
+	t.Helper()
+	for i, line := range strings.Split(out, "\n") {
+		if len(line) > 80 {
+			t.Errorf("%s line %d is %d characters: %q", what, i+1, len(line), line)
+		}
+		if strings.HasPrefix(line, "  -") && !strings.HasPrefix(line, "  --") {
+			t.Errorf("%s line %d shows a flag with one dash: %q", what, i+1, line)
 		}
 	}
 }
@@ -301,7 +329,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "M", "-1G", "1.5G", "12X", "99999999999999999999G"} {
+	for _, bad := range []string{"", "M", "-1G", "1.5G", "12X", "99999999999999999999G", "512MB", "1GB", "512B", "512iB"} {
 		if _, err := parseSize(bad); err == nil {
 			t.Errorf("parseSize(%q) accepted", bad)
 		}

@@ -149,7 +149,7 @@ func (s Seeds) weightScreen() Screen {
 		sc.Finding = fmt.Sprintf("With the weight at %d an echo request waited %.2f ms on average (p99 %.2f) against %.2f ms (p99 %.2f) with none: %.1fx sooner, while the flood kept %.0f%% of its rate.",
 			def.Weight, def.AvgMs, def.P99Ms, none.AvgMs, none.P99Ms, none.AvgMs/def.AvgMs, 100*def.TxPPS/max(none.TxPPS, 1))
 	default:
-		sc.Finding = fmt.Sprintf("In this short run the weight did not cut the wait (%.2f ms on average at %d, %.2f ms with none): on a busy machine one run is noisy; 'tinyvmm bench device -only 002' runs each weight 3 times.",
+		sc.Finding = fmt.Sprintf("In this short run the weight did not cut the wait (%.2f ms on average at %d, %.2f ms with none): on a busy machine one run is noisy; 'tinyvmm bench device --only 002' runs each weight 3 times.",
 			def.AvgMs, def.Weight, none.AvgMs)
 	}
 	return sc
@@ -210,7 +210,7 @@ func (s Seeds) batchScreen() Screen {
 	case best.name == "":
 		sc.Finding = "A run failed, so there is nothing to compare (see the notes)."
 	case best.gain < 5:
-		sc.Finding = fmt.Sprintf("In this short run batching gained at most %+.0f%% (%s): on a busy machine one run is noisy; 'tinyvmm bench device -only 004' runs each cell 3 times. The patch measured +19.6%% (small) and +14.7%% (mergeable) in vhost-net.",
+		sc.Finding = fmt.Sprintf("In this short run batching gained at most %+.0f%% (%s): on a busy machine one run is noisy; 'tinyvmm bench device --only 004' runs each cell 3 times. The patch measured +19.6%% (small) and +14.7%% (mergeable) in vhost-net.",
 			best.gain, best.name)
 	default:
 		sc.Finding = fmt.Sprintf("Batching did best on %s: %.0f frames/s against %.0f one at a time (%+.0f%%). The patch measured +19.6%% (small) and +14.7%% (mergeable) in vhost-net. ns/frame is the worker thread's CPU time per frame.",

@@ -31,7 +31,7 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
 	fs.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
 	fs.DurationVar(&o.MQRun, "mq-time", time.Second, "multiqueue time per run")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench device", "Usage: tinyvmm bench device [flags]\n\nFlags:", args, stdout); help || err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench device", "Usage: tinyvmm bench device [flags]", args, stdout); help || err != nil {
 		return err
 	}
 	if o.Runs < 1 {
