@@ -323,3 +323,62 @@ func TestRunSeedsLive(t *testing.T) {
 	}
 	t.Logf("took %v", s.Took)
 }
+
+// withSpread gives every canned row a spread of ±frac around its median.
+func withSpread(s Seeds, frac float64) Seeds {
+	around := func(v float64) device.Spread { return device.Spread{Min: v * (1 - frac), Max: v * (1 + frac)} }
+	s.Weights = append([]device.LatencyRow(nil), s.Weights...)
+	s.Batches = append([]device.BatchRow(nil), s.Batches...)
+	s.Thresholds = append([]device.ThresholdRow(nil), s.Thresholds...)
+	for i := range s.Weights {
+		s.Weights[i].AvgMsRange = around(s.Weights[i].AvgMs)
+	}
+	for i := range s.Batches {
+		s.Batches[i].PPSRange = around(s.Batches[i].PPS)
+		s.Batches[i].NsRange = around(s.Batches[i].NsPerFrame)
+	}
+	for i := range s.Thresholds {
+		s.Thresholds[i].PPSRange = around(s.Thresholds[i].PPS)
+		s.Thresholds[i].NsRange = around(s.Thresholds[i].NsPerFrame)
+	}
+	return s
+}
+
+// Where the runs' spreads overlap, a screen says the run cannot tell the
+// settings apart instead of teaching its noise, and points to the CPU
+// time per frame, which a sender-bound run still shows.
+func TestScreensSayInconclusive(t *testing.T) {
+	for _, sc := range withSpread(cannedSeeds(), 0.4).Screens() {
+		if !strings.HasPrefix(sc.Finding, "Inconclusive") {
+			t.Errorf("%s: spreads of ±40%% overlap, yet the finding is %q", sc.Title, sc.Finding)
+		}
+	}
+	batch := withSpread(cannedSeeds(), 0.4).batchScreen()
+	if !strings.Contains(batch.Finding, "CPU time per frame: 1766 ns with batch 1, 1446 ns with batch 64 (-18%)") {
+		t.Errorf("the batch finding does not read the CPU per frame: %q", batch.Finding)
+	}
+	if batch.Table[1][4] != "+22%?" {
+		t.Errorf("a gain within the spread is %q, want it marked +22%%?", batch.Table[1][4])
+	}
+}
+
+// Where the spreads are narrow, the findings stand, and thresholds the
+// runs cannot tell from the peak are named.
+func TestScreensWithNarrowSpread(t *testing.T) {
+	s := withSpread(cannedSeeds(), 0.01)
+	for _, sc := range s.Screens() {
+		if strings.Contains(sc.Finding, "Inconclusive") {
+			t.Errorf("%s: spreads of ±1%% do not overlap, yet %q", sc.Title, sc.Finding)
+		}
+	}
+	s.Thresholds[2].PPSRange = device.Spread{Min: 560000, Max: 615000} // 4 reaches the peak's (16) spread
+	thr := s.thresholdScreen()
+	if !strings.Contains(thr.Finding, "cannot tell threshold 4 from the peak") {
+		t.Errorf("threshold finding %q", thr.Finding)
+	}
+	var b strings.Builder
+	writeTable(&b, thr.Table)
+	if !strings.Contains(b.String(), "spread") || !strings.Contains(b.String(), "±1%") {
+		t.Errorf("the threshold table shows no spread:\n%s", b.String())
+	}
+}

@@ -25,6 +25,34 @@ type LatencyRow struct {
 	TxPPS   float64 `json:"tx_pps"`
 	Samples int     `json:"samples"`
 	Lost    int     `json:"lost"`
+	// AvgMsRange is the lowest and highest run's AvgMs.
+	AvgMsRange Spread `json:"avg_ms_range"`
+}
+
+// Spread is the lowest and the highest value of a cell's runs. Where two
+// cells' spreads overlap, those runs cannot tell the cells apart.
+type Spread struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// Known reports whether the spread was measured (a row made by hand, or
+// from an older JSON file, has none).
+func (s Spread) Known() bool { return s.Max > 0 }
+
+// Overlaps reports whether s and o share a value.
+func (s Spread) Overlaps(o Spread) bool { return s.Min <= o.Max && o.Min <= s.Max }
+
+// spread is the lowest and highest f over rows.
+func spread[T any](rows []T, f func(T) float64) Spread {
+	if len(rows) == 0 {
+		return Spread{}
+	}
+	s := Spread{Min: f(rows[0]), Max: f(rows[0])}
+	for _, r := range rows[1:] {
+		s.Min, s.Max = min(s.Min, f(r)), max(s.Max, f(r))
+	}
+	return s
 }
 
 // BatchRow is one row of experiment 004's table: rx frames/s at an rx batch.
@@ -41,6 +69,9 @@ type BatchRow struct {
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
 	// NoBuffersPerS is how often per second the guest's rx ring ran dry.
 	NoBuffersPerS float64 `json:"rx_ring_empty_per_s"`
+	// PPSRange and NsRange are the lowest and highest run's.
+	PPSRange Spread `json:"rx_pps_range"`
+	NsRange  Spread `json:"worker_cpu_ns_per_frame_range"`
 }
 
 // ThresholdRow is one row of experiment 000's table: tx frames/s at a notify
@@ -49,6 +80,9 @@ type ThresholdRow struct {
 	Threshold  int     `json:"notify_threshold"`
 	PPS        float64 `json:"tx_pps"`
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
+	// PPSRange and NsRange are the lowest and highest run's.
+	PPSRange Spread `json:"tx_pps_range"`
+	NsRange  Spread `json:"worker_cpu_ns_per_frame_range"`
 }
 
 // PollRow is one row of the tx poll table: a 64-byte tx flood at one
