@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"tinyvmm/ratelimit"
 	"tinyvmm/userproc"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
@@ -136,11 +137,11 @@ func (v netsValue) Set(s string) error {
 			}
 			n.User.Forwards = append(n.User.Forwards, f)
 		case "rx-rate", "tx-rate", "rx-pps", "tx-pps":
-			b, err := virtionet.ParseBucket(val)
+			b, err := ratelimit.ParseBucket(val)
 			if err != nil {
 				return fmt.Errorf("--net %s: %v", key, err)
 			}
-			l := map[string]*virtionet.Bucket{"rx-rate": &n.RxLimit.Bytes, "tx-rate": &n.TxLimit.Bytes,
+			l := map[string]*ratelimit.Bucket{"rx-rate": &n.RxLimit.Bytes, "tx-rate": &n.TxLimit.Bytes,
 				"rx-pps": &n.RxLimit.Frames, "tx-pps": &n.TxLimit.Frames}
 			*l[key] = b
 		default:

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"tinyvmm/ratelimit"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
@@ -67,8 +68,8 @@ func TestNetCaptureAndRateOptions(t *testing.T) {
 	}
 	c := nets[0].Config
 	want := virtionet.Config{Ifname: "t0", IO: virtionet.IOUring, Pcap: "/tmp/x.pcap",
-		RxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 10e6, Burst: 64 << 10}, Frames: virtionet.Bucket{Rate: 1000}},
-		TxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 1e9}, Frames: virtionet.Bucket{Rate: 5000, Burst: 50}}}
+		RxLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: 10e6, Burst: 64 << 10}, Frames: ratelimit.Bucket{Rate: 1000}},
+		TxLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: 1e9}, Frames: ratelimit.Bucket{Rate: 5000, Burst: 50}}}
 	if c.Pcap != want.Pcap || c.RxLimit != want.RxLimit || c.TxLimit != want.TxLimit {
 		t.Errorf("got pcap %q rx %+v tx %+v; want %q %+v %+v", c.Pcap, c.RxLimit, c.TxLimit, want.Pcap, want.RxLimit, want.TxLimit)
 	}

@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
+
+	"tinyvmm/ratelimit"
 )
 
 // Defaults of the datapath, from Linux drivers/vhost/net.c.
@@ -63,8 +65,9 @@ type Config struct {
 	// as pcap (--net ...,pcap=FILE); see capture.go.
 	Pcap string
 	// RxLimit and TxLimit are token-bucket rate limits per direction
-	// (--net ...,rx-rate=,tx-rate=,rx-pps=,tx-pps=); see ratelimit.go.
-	RxLimit, TxLimit RateLimit
+	// (--net ...,rx-rate=,tx-rate=,rx-pps=,tx-pps=); the buckets are package
+	// ratelimit, the throttling throttle.go.
+	RxLimit, TxLimit ratelimit.Limit
 	// Trace, when set, gets one compact line per datapath event.
 	Trace io.Writer
 	// Log gets one-line notices ("created tap0"); nil discards them.
@@ -150,12 +153,15 @@ func DefaultTuning() Tuning {
 
 // Validate checks c as New does, in one line, without opening anything.
 func (c Config) Validate() error {
-	_, err := c.normalized()
+	_, err := c.Normalized()
 	return err
 }
 
-// normalized fills in the defaults and rejects nonsense, in one line.
-func (c Config) normalized() (Config, error) {
+// Normalized fills in the defaults and rejects nonsense, in one line.
+func (c Config) Normalized() (Config, error) {
+	if c.Ifname == "" {
+		c.Ifname = c.AFPacket // names the device in messages and seeds its MAC
+	}
 	if c.MTU == 0 {
 		c.MTU = DefaultMTU
 	}
@@ -182,9 +188,9 @@ func (c Config) normalized() (Config, error) {
 	}
 	for _, b := range []struct {
 		what string
-		b    Bucket
+		b    ratelimit.Bucket
 	}{{"rx-rate", c.RxLimit.Bytes}, {"rx-pps", c.RxLimit.Frames}, {"tx-rate", c.TxLimit.Bytes}, {"tx-pps", c.TxLimit.Frames}} {
-		if err := b.b.validate(b.what); err != nil {
+		if err := b.b.Validate(b.what); err != nil {
 			return c, fmt.Errorf("net %s: %v", c.Ifname, err)
 		}
 	}

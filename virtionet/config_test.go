@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"tinyvmm/netbackend"
 )
 
 func TestConfigIO(t *testing.T) {
@@ -16,7 +18,7 @@ func TestConfigIO(t *testing.T) {
 		{Config{Ifname: "t0", IO: "aio"}, `io "aio": use writev or uring`},
 		{Config{Ifname: "v0", AFPacket: "v0", IO: "uring"}, "io=uring is for a tap"},
 	} {
-		c, err := tc.cfg.normalized()
+		c, err := tc.cfg.Normalized()
 		if tc.want == "" && (err != nil || (tc.cfg.IO == "" && c.IO != IOWritev)) {
 			t.Errorf("%+v: %v, io %q", tc.cfg, err, c.IO)
 		}
@@ -48,9 +50,9 @@ func TestFeaturesFollowBackendOffloads(t *testing.T) {
 }
 
 func TestConfigSpaceLayout(t *testing.T) {
-	sp, _ := NewSocketPair()
+	sp, _ := netbackend.NewSocketPair()
 	mac := []byte{0x52, 0x54, 0, 1, 2, 3}
-	d, err := NewWithBackend(Config{MAC: mac, MTU: 9000}, sp)
+	d, err := New(Config{MAC: mac, MTU: 9000}, sp)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
 // Package virtionet is tinyvmm's virtio-net device: features and config
-// space, a vhost-style worker per queue pair (weights with requeue, batched
-// rx, event-idx suppression on both rings) and its backends (tap).
+// space, and its datapath, a vhost-style worker per queue pair (weights
+// with requeue, batched rx, event-idx suppression on both rings). Frames
+// go to a Backend it is handed (netbackend's tap or af_packet socket, the
+// user network's socket); it opens none itself.
 package virtionet
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"tinyvmm/internal/uring"
+	"tinyvmm/ratelimit"
 	"tinyvmm/virtio"
 )
 
@@ -42,58 +44,21 @@ type Device struct {
 	ctrl        *ctrlQueue         // the control queue's loop, nil when none
 	ctrlStats   ctrlCounters
 
-	capture *capture    // Config.Pcap; nil when off
-	limits  [2]*limiter // rx, tx rate limits; nil when off
+	capture *capture              // Config.Pcap; nil when off
+	limits  [2]*ratelimit.Limiter // rx, tx rate limits; nil when off
 }
 
 var _ virtio.Device = (*Device)(nil)
 
-// New opens (or creates) the tap cfg.Ifname, or the AF_PACKET socket on
-// cfg.AFPacket, and returns the device on it. cfg.Log is told which.
-func New(cfg Config) (*Device, error) {
-	if cfg.AFPacket != "" {
-		if cfg.Ifname == "" {
-			cfg.Ifname = cfg.AFPacket
-		}
-		p, err := OpenAFPacket(cfg.AFPacket)
-		if err != nil {
-			return nil, err
-		}
-		if cfg.Log != nil {
-			cfg.Log("opened af_packet on %s", cfg.AFPacket)
-		}
-		d, err := NewWithBackend(cfg, p)
-		if err != nil {
-			p.Close()
-		}
-		return d, err
-	}
-	cfg, err := cfg.normalized()
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Ifname == "" {
-		return nil, errors.New("net: no tap name given (use --net tap=NAME)")
-	}
-	tap, err := OpenTapQueues(cfg.Ifname, cfg.MTU, cfg.Queues)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Log("%s", tap.Opened())
-	d, err := NewWithBackend(cfg, tap)
-	if err != nil {
-		tap.Close()
-	}
-	return d, err
-}
-
-// NewWithBackend returns a device on an already open backend, which it
-// then owns (Close closes it).
-func NewWithBackend(cfg Config, b Backend) (*Device, error) {
+// New returns a device on an open backend, which it then owns (Close
+// closes it). The device opens nothing itself: the VMM opens the backend
+// (netbackend's tap or af_packet socket, userproc's user network) and
+// hands it in, as Firecracker's builder hands in a tap.
+func New(cfg Config, b Backend) (*Device, error) {
 	if cfg.Ifname == "" {
 		cfg.Ifname = b.Name()
 	}
-	cfg, err := cfg.normalized()
+	cfg, err := cfg.Normalized()
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +75,7 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 		workers:  make([]*worker, len(pairs)),
 	}
 	now := time.Now()
-	d.limits = [2]*limiter{newLimiter(cfg.RxLimit, now), newLimiter(cfg.TxLimit, now)}
+	d.limits = [2]*ratelimit.Limiter{ratelimit.New(cfg.RxLimit, now), ratelimit.New(cfg.TxLimit, now)}
 	if cfg.Pcap != "" {
 		if d.capture, err = openCapture(cfg.Pcap, cfg.Log); err != nil {
 			return nil, fmt.Errorf("net %s: %v", cfg.Ifname, err)

@@ -267,10 +267,11 @@ const DefaultPairsCap = 8
 
 // DefaultQueues is the number of queue pairs for c when it names none: one
 // per vCPU up to DefaultPairsCap, as Linux's driver then uses one per CPU;
-// one where more cannot be had (af_packet, pcap, rate limits, an existing
-// tap made without multi_queue). Call it in the tap's namespace.
+// one where more cannot be had (af_packet, pcap, rate limits). Whether the
+// host's tap can have more (one made without multi_queue cannot) is the
+// backend's to say: the VMM asks netbackend.SingleQueueTap.
 func DefaultQueues(c Config, cpus int) int {
-	if c.AFPacket != "" || c.Pcap != "" || c.RxLimit.On() || c.TxLimit.On() || singleQueueTap(c.Ifname) {
+	if c.AFPacket != "" || c.Pcap != "" || c.RxLimit.On() || c.TxLimit.On() {
 		return 1
 	}
 	return max(1, min(cpus, DefaultPairsCap))

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/netbackend"
+	"tinyvmm/ratelimit"
 	"tinyvmm/virtio/virtiotest"
 )
 
@@ -20,7 +22,7 @@ type rig struct {
 	drv    *virtiotest.Driver
 	rx, tx *virtiotest.Ring
 	dev    *Device
-	sp     *SocketPair
+	sp     *netbackend.SocketPair
 	trace  *traceBuffer
 	log    *syncbuf.Buffer // the device's notices
 	feat   uint64
@@ -39,8 +41,8 @@ type rigOptions struct {
 	io        string  // one of rigIOs; "" is sendmmsg
 	mem       int     // guest memory in bytes; 0 means 8 MiB
 	pcap      string  // Config.Pcap
-	rxLimit   RateLimit
-	txLimit   RateLimit
+	rxLimit   ratelimit.Limit
+	txLimit   ratelimit.Limit
 	vcpus     func() []int // Config.VCPUThreads
 }
 
@@ -89,7 +91,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.tuning == (Tuning{}) {
 		o.tuning = DefaultTuning()
 	}
-	sp, err := NewSocketPair()
+	sp, err := netbackend.NewSocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.backend != nil {
 		b = o.backend
 	}
-	r.dev, err = NewWithBackend(Config{Ifname: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
+	r.dev, err = New(Config{Ifname: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
 		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit, VCPUThreads: o.vcpus}, b)
 	if err != nil {
 		t.Fatal(err)

@@ -71,8 +71,9 @@ type worker struct {
 	cpus          cpuRoom
 	cpusCheckedAt time.Time
 
-	// The rate limiter (ratelimit.go): a throttled queue is not run until
-	// throttleFd fires at its throttleAt.
+	// The rate limiter (throttle.go; the buckets are package ratelimit):
+	// a throttled queue is not run until throttleFd fires at its
+	// throttleAt.
 	throttleFd int
 	throttled  [2]bool
 	throttleAt [2]time.Time

@@ -1,10 +1,12 @@
 package vmm
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"tinyvmm/devices"
+	"tinyvmm/netbackend"
 	"tinyvmm/userproc"
 	"tinyvmm/virtio"
 	"tinyvmm/virtio/pci"
@@ -19,13 +21,14 @@ type netDevice struct {
 
 func (n *netDevice) stats() any { return n.dev.Stats() }
 
-// openNets opens (or creates) each --net tap and makes its device. It
-// needs no KVM, so a busy or missing tap is reported before /dev/kvm.
+// openNets opens (or creates) each --net backend and makes its device on
+// it: the device opens nothing itself. It needs no KVM, so a busy or
+// missing tap is reported before /dev/kvm.
 func (m *machine) openNets() error {
 	for _, nc := range m.cfg.Nets {
 		cfg := nc.Config
 		if cfg.Queues == 0 && nc.User == nil { // a user network has one pair
-			cfg.Queues = virtionet.DefaultQueues(cfg, m.cfg.CPUs)
+			cfg.Queues = defaultQueues(cfg, m.cfg.CPUs)
 		}
 		if cfg.Log == nil {
 			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
@@ -36,7 +39,7 @@ func (m *machine) openNets() error {
 		if nc.User != nil {
 			dev, err = m.openUserNet(cfg, *nc.User)
 		} else {
-			dev, err = virtionet.New(cfg)
+			dev, err = openNet(cfg)
 		}
 		if err != nil {
 			return err
@@ -45,6 +48,50 @@ func (m *machine) openNets() error {
 		m.nets = append(m.nets, &netDevice{dev: dev})
 	}
 	return nil
+}
+
+// defaultQueues is the number of queue pairs of a --net that names none:
+// virtionet's default, but one on an existing tap made without
+// multi_queue, which takes no more.
+func defaultQueues(cfg virtionet.Config, cpus int) int {
+	if cfg.AFPacket == "" && netbackend.SingleQueueTap(cfg.Ifname) {
+		return 1
+	}
+	return virtionet.DefaultQueues(cfg, cpus)
+}
+
+// openNet opens the tap cfg.Ifname (creating it when it may), or the
+// AF_PACKET socket on cfg.AFPacket, and makes the device on it; cfg.Log is
+// told which.
+func openNet(cfg virtionet.Config) (*virtionet.Device, error) {
+	cfg, err := cfg.Normalized()
+	if err != nil {
+		return nil, err
+	}
+	var b virtionet.Backend
+	if cfg.AFPacket != "" {
+		p, err := netbackend.OpenAFPacket(cfg.AFPacket)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Log("opened af_packet on %s", cfg.AFPacket)
+		b = p
+	} else {
+		if cfg.Ifname == "" {
+			return nil, errors.New("net: no tap name given (use --net tap=NAME)")
+		}
+		tap, err := netbackend.OpenTapQueues(cfg.Ifname, cfg.MTU, cfg.Queues)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Log("%s", tap.Opened())
+		b = tap
+	}
+	dev, err := virtionet.New(cfg, b)
+	if err != nil {
+		b.Close()
+	}
+	return dev, err
 }
 
 // vcpuThreads are the ids of the vCPU threads that have run so far: the
@@ -73,7 +120,7 @@ func (m *machine) openUserNet(cfg virtionet.Config, uc userproc.Config) (*virtio
 	if err != nil {
 		return nil, err
 	}
-	dev, err := virtionet.NewWithBackend(cfg, b)
+	dev, err := virtionet.New(cfg, b)
 	if err != nil {
 		b.Close()
 		return nil, err

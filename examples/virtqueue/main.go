@@ -21,6 +21,7 @@ import (
 
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/netbackend"
 	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 )
@@ -53,14 +54,14 @@ func main() {
 func run(out io.Writer) error {
 	// The backend: a SOCK_SEQPACKET socketpair, one frame per message
 	// and per writev or readv, like a tap. sp.Peer is the host's end.
-	sp, err := virtionet.NewSocketPair()
+	sp, err := netbackend.NewSocketPair()
 	if err != nil {
 		return err
 	}
 	sp.SingleFrame = true
 	defer unix.Close(sp.Peer)
 	var trace syncbuf.Buffer
-	dev, err := virtionet.NewWithBackend(virtionet.Config{
+	dev, err := virtionet.New(virtionet.Config{
 		Ifname: "example", MAC: guestMAC, Tuning: virtionet.DefaultTuning(), Trace: &trace,
 	}, sp)
 	if err != nil {

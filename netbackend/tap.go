@@ -1,4 +1,4 @@
-package virtionet
+package netbackend
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ func OpenTapQueues(name string, mtu, queues int) (*Tap, error) {
 	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | mq)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
-		if queues > 1 && existed && singleQueueTap(name) {
+		if queues > 1 && existed && SingleQueueTap(name) {
 			return nil, fmt.Errorf("tap %s has one queue: for queues=%d create it with multi_queue (ip tuntap add %s mode tap vnet_hdr multi_queue), or use queues=1", name, queues, name)
 		}
 		return nil, tapOpenError(name, existed, err)
@@ -131,7 +131,7 @@ func (t *Tap) saveFlags(link netlink.Link, mq uint16) error {
 // turns them off until a driver acks the matching features.
 func (t *Tap) probeOffloads() uint {
 	var accepted uint
-	for _, try := range []uint{tunFCsum | tunFTSO4 | tunFTSO6, tunFCsum | tunFTSO4, tunFCsum} {
+	for _, try := range []uint{unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6, unix.TUN_F_CSUM | unix.TUN_F_TSO4, unix.TUN_F_CSUM} {
 		if t.SetOffload(try) == nil {
 			accepted = try
 			break
@@ -157,16 +157,16 @@ func (t *Tap) bringUp(mtu int) error {
 	return nil
 }
 
-// Name implements Backend.
+// Name implements virtionet.Backend.
 func (t *Tap) Name() string { return t.name }
 
-// Fd implements Backend.
+// Fd implements virtionet.Backend.
 func (t *Tap) Fd() int { return t.fd }
 
-// Offloads implements Backend.
+// Offloads implements virtionet.Backend.
 func (t *Tap) Offloads() uint { return t.offloads }
 
-// SetVnetHdrSize implements Backend.
+// SetVnetHdrSize implements virtionet.Backend.
 func (t *Tap) SetVnetHdrSize(n int) error {
 	v := int32(n)
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(t.fd), unix.TUNSETVNETHDRSZ, uintptr(unsafe.Pointer(&v))); e != 0 {
@@ -175,7 +175,7 @@ func (t *Tap) SetVnetHdrSize(n int) error {
 	return nil
 }
 
-// SetOffload implements Backend.
+// SetOffload implements virtionet.Backend.
 func (t *Tap) SetOffload(flags uint) error {
 	if err := unix.IoctlSetInt(t.fd, unix.TUNSETOFFLOAD, int(flags)); err != nil {
 		return fmt.Errorf("tap %s: offloads %#x refused: %v", t.name, flags, err)
@@ -183,7 +183,7 @@ func (t *Tap) SetOffload(flags uint) error {
 	return nil
 }
 
-// Close implements Backend; a tap we created disappears with it, an
+// Close implements virtionet.Backend; a tap we created disappears with it, an
 // existing one gets back the flags and vnet header size it had.
 func (t *Tap) Close() error {
 	if t.fd < 0 {

@@ -1,4 +1,4 @@
-package virtionet
+package netbackend
 
 import (
 	"errors"
@@ -33,16 +33,16 @@ func NewSocketPairs(n int) (*SocketPairs, error) {
 	return s, nil
 }
 
-// Name implements Backend.
+// Name implements virtionet.Backend.
 func (s *SocketPairs) Name() string { return "socketpairs" }
 
-// Fd implements Backend: the first pair's.
+// Fd implements virtionet.Backend: the first pair's.
 func (s *SocketPairs) Fd() int { return s.Pairs[0].Fd() }
 
-// Offloads implements Backend.
+// Offloads implements virtionet.Backend.
 func (s *SocketPairs) Offloads() uint { return s.Pairs[0].Offloads() }
 
-// SetVnetHdrSize implements Backend.
+// SetVnetHdrSize implements virtionet.Backend.
 func (s *SocketPairs) SetVnetHdrSize(n int) error {
 	for _, p := range s.Pairs {
 		p.SetVnetHdrSize(n)
@@ -50,7 +50,7 @@ func (s *SocketPairs) SetVnetHdrSize(n int) error {
 	return nil
 }
 
-// SetOffload implements Backend.
+// SetOffload implements virtionet.Backend.
 func (s *SocketPairs) SetOffload(flags uint) error {
 	for _, p := range s.Pairs {
 		p.SetOffload(flags)
@@ -58,7 +58,7 @@ func (s *SocketPairs) SetOffload(flags uint) error {
 	return nil
 }
 
-// QueueFds implements MultiQueue.
+// QueueFds implements virtionet.MultiQueue.
 func (s *SocketPairs) QueueFds() []int {
 	fds := make([]int, len(s.Pairs))
 	for i, p := range s.Pairs {
@@ -67,7 +67,7 @@ func (s *SocketPairs) QueueFds() []int {
 	return fds
 }
 
-// SetQueueEnabled implements MultiQueue; it only records the state.
+// SetQueueEnabled implements virtionet.MultiQueue; it only records the state.
 func (s *SocketPairs) SetQueueEnabled(i int, on bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -85,7 +85,7 @@ func (s *SocketPairs) Enabled() []bool {
 	return append([]bool(nil), s.enabled...)
 }
 
-// Close implements Backend: it closes the device's ends.
+// Close implements virtionet.Backend: it closes the device's ends.
 func (s *SocketPairs) Close() error {
 	var errs []error
 	for _, p := range s.Pairs {

@@ -1,4 +1,4 @@
-package virtionet_test
+package netbackend_test
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 	"tinyvmm/internal/netnstest"
 	"tinyvmm/internal/scratchns"
-	"tinyvmm/virtionet"
+	"tinyvmm/netbackend"
 )
 
 // tunState returns the flags of the tap name inside ns, then opens it with
@@ -79,10 +79,10 @@ func TestCloseRestoresExistingTapFlags(t *testing.T) {
 	if f, hdr := tunState(t, ns, "tvplain0", plain, true); f&netlink.TUNTAP_VNET_HDR != 0 || hdr != 10 {
 		t.Fatalf("new tap: flags %#x, header %d; want no vnet_hdr, 10", f, hdr)
 	}
-	var tap *virtionet.Tap
+	var tap *netbackend.Tap
 	if err := ns.Do(func() error {
 		var err error
-		tap, err = virtionet.OpenTap("tvplain0", 0)
+		tap, err = netbackend.OpenTap("tvplain0", 0)
 		if err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func TestCloseRestoresExistingTapFlags(t *testing.T) {
 	}
 	if err := ns.Do(func() error {
 		var err error
-		tap, err = virtionet.OpenTap("tvvnet0", 0)
+		tap, err = netbackend.OpenTap("tvvnet0", 0)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package virtionet
+package netbackend
 
 import (
 	"errors"
@@ -59,19 +59,19 @@ func OpenAFPacket(ifname string) (*AFPacket, error) {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// Name implements Backend.
+// Name implements virtionet.Backend.
 func (p *AFPacket) Name() string { return p.name }
 
-// Fd implements Backend.
+// Fd implements virtionet.Backend.
 func (p *AFPacket) Fd() int { return p.fd }
 
-// Offloads implements Backend: none.
+// Offloads implements virtionet.Backend: none.
 func (p *AFPacket) Offloads() uint { return 0 }
 
-// MultiFrame implements MultiFramer.
+// MultiFrame implements virtionet.MultiFramer.
 func (p *AFPacket) MultiFrame() bool { return true }
 
-// SetVnetHdrSize implements Backend: 10 bytes always work, 12 (with
+// SetVnetHdrSize implements virtionet.Backend: 10 bytes always work, 12 (with
 // num_buffers) needs PACKET_VNET_HDR_SZ, Linux 6.2 or later.
 func (p *AFPacket) SetVnetHdrSize(n int) error {
 	if err := unix.SetsockoptInt(p.fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR_SZ, n); err != nil {
@@ -83,7 +83,7 @@ func (p *AFPacket) SetVnetHdrSize(n int) error {
 	return nil
 }
 
-// SetOffload implements Backend: only "none" is possible.
+// SetOffload implements virtionet.Backend: only "none" is possible.
 func (p *AFPacket) SetOffload(flags uint) error {
 	if flags != 0 {
 		return errors.New("af_packet backend takes no offloads")
@@ -91,7 +91,7 @@ func (p *AFPacket) SetOffload(flags uint) error {
 	return nil
 }
 
-// Close implements Backend.
+// Close implements virtionet.Backend.
 func (p *AFPacket) Close() error {
 	if p.fd < 0 {
 		return nil

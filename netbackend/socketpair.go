@@ -1,4 +1,4 @@
-package virtionet
+package netbackend
 
 import (
 	"fmt"
@@ -36,19 +36,19 @@ func NewSocketPair() (*SocketPair, error) {
 	return &SocketPair{fd: fds[0], Peer: fds[1]}, nil
 }
 
-// Name implements Backend.
+// Name implements virtionet.Backend.
 func (s *SocketPair) Name() string { return "socketpair" }
 
-// Fd implements Backend.
+// Fd implements virtionet.Backend.
 func (s *SocketPair) Fd() int { return s.fd }
 
-// Offloads implements Backend: a socketpair carries any frame.
-func (s *SocketPair) Offloads() uint { return tunFCsum | tunFTSO4 | tunFTSO6 }
+// Offloads implements virtionet.Backend: a socketpair carries any frame.
+func (s *SocketPair) Offloads() uint { return unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 }
 
-// MultiFrame implements MultiFramer.
+// MultiFrame implements virtionet.MultiFramer.
 func (s *SocketPair) MultiFrame() bool { return !s.SingleFrame }
 
-// SetVnetHdrSize implements Backend; it only records the size.
+// SetVnetHdrSize implements virtionet.Backend; it only records the size.
 func (s *SocketPair) SetVnetHdrSize(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -56,7 +56,7 @@ func (s *SocketPair) SetVnetHdrSize(n int) error {
 	return nil
 }
 
-// SetOffload implements Backend; it only records the flags.
+// SetOffload implements virtionet.Backend; it only records the flags.
 func (s *SocketPair) SetOffload(flags uint) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,7 +71,7 @@ func (s *SocketPair) Settings() (vnetHdrSize int, offload uint) {
 	return s.vnetHdrSz, s.offload
 }
 
-// Close implements Backend; it closes the device's end only.
+// Close implements virtionet.Backend; it closes the device's end only.
 func (s *SocketPair) Close() error {
 	if s.fd < 0 {
 		return nil

@@ -2,90 +2,20 @@ package virtionet
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
-)
 
-func TestParseBucket(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want Bucket
-		err  string
-	}{
-		{"1000", Bucket{Rate: 1000}, ""},
-		{"10M/s", Bucket{Rate: 10_000_000}, ""},
-		{"10M/s:64Ki", Bucket{Rate: 10_000_000, Burst: 64 << 10}, ""},
-		{"2Gi:1k", Bucket{Rate: 2 << 30, Burst: 1000}, ""},
-		{"5000:10", Bucket{Rate: 5000, Burst: 10}, ""},
-		{"0", Bucket{}, "not a positive number"},
-		{"", Bucket{}, "not a positive number"},
-		{"-5", Bucket{}, "not a positive number"},
-		{"10X", Bucket{}, "not a positive number"},
-		{"10M/s:", Bucket{}, "burst"},
-		{"10M/s:0", Bucket{}, "burst"},
-		{"99999999999G", Bucket{}, "not a positive number"},
-	} {
-		got, err := ParseBucket(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
-				t.Errorf("ParseBucket(%q) = %+v, %v; want one line with %q", tc.in, got, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("ParseBucket(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
-	}
-}
+	"tinyvmm/ratelimit"
+)
 
 func TestConfigRejectsBadBuckets(t *testing.T) {
 	for _, c := range []Config{
-		{Ifname: "t0", RxLimit: RateLimit{Bytes: Bucket{Burst: 10}}},
-		{Ifname: "t0", TxLimit: RateLimit{Frames: Bucket{Rate: maxRate + 1}}},
+		{Ifname: "t0", RxLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Burst: 10}}},
+		{Ifname: "t0", TxLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: ratelimit.MaxRate + 1}}},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
-	}
-}
-
-// The bucket refills at its rate up to its size, goes into debt for a
-// frame that is larger than what is left, and says how long to wait.
-func TestBucketArithmetic(t *testing.T) {
-	t0 := time.Now()
-	l := newLimiter(RateLimit{Bytes: Bucket{Rate: 1000, Burst: 500}, Frames: Bucket{Rate: 10, Burst: 2}}, t0)
-	f, b, _ := l.room(t0)
-	if f != 2 || b != 500 {
-		t.Fatalf("a new limiter has room %d frames, %d bytes; want a full bucket (2, 500)", f, b)
-	}
-	l.charge(400)
-	l.charge(400) // 100 bytes were left: 300 bytes of debt
-	f, b, wait := l.room(t0)
-	if f != 0 || b != 0 {
-		t.Fatalf("room %d frames, %d bytes after using both; want none", f, b)
-	}
-	// Bytes: 300 of debt, then 1 ms worth (1 byte) -> 301 ms; frames: 1 -> 100 ms.
-	if wait < 300*time.Millisecond || wait > 302*time.Millisecond {
-		t.Errorf("wait %v, want ~301ms (the byte debt)", wait)
-	}
-	f, b, _ = l.room(t0.Add(400 * time.Millisecond))
-	if f != 2 || b != 100 {
-		t.Errorf("after 400 ms: room %d frames, %d bytes; want 2 (full) and 100", f, b)
-	}
-	f, b, _ = l.room(t0.Add(10 * time.Second))
-	if f != 2 || b != 500 {
-		t.Errorf("after 10 s: room %d frames, %d bytes; want the sizes 2 and 500", f, b)
-	}
-	// A default burst is a tenth of a second, and at least one token.
-	if nb := newBucket(Bucket{Rate: 5}, t0); nb.size != 1 {
-		t.Errorf("default size at 5/s: %v, want 1", nb.size)
-	}
-	if nb := newBucket(Bucket{Rate: 1e6}, t0); nb.size != 1e5 {
-		t.Errorf("default size at 1e6/s: %v, want 1e5", nb.size)
-	}
-	if newLimiter(RateLimit{}, t0) != nil {
-		t.Error("a zero RateLimit made a limiter")
 	}
 }
 
@@ -104,7 +34,7 @@ func (r *rig) collectPeer(n int) (frames [][]byte, at []time.Time) {
 // in order, and the throttling is counted.
 func testTxFrameRateLimit(t *testing.T, io string) {
 	const n, burst, rate = 16, 4, 200 // 12 frames after the burst: ~60 ms
-	r := newRig(t, rigOptions{io: io, txLimit: RateLimit{Frames: Bucket{Rate: rate, Burst: burst}}})
+	r := newRig(t, rigOptions{io: io, txLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: rate, Burst: burst}}})
 	r.activate()
 	for i := range n {
 		if _, err := r.tx.AddChain([][]byte{r.txFrame(i, 100)}, nil); err != nil {
@@ -138,7 +68,7 @@ func testTxFrameRateLimit(t *testing.T, io string) {
 // over the run the bytes go at the rate.
 func testTxByteRateLimit(t *testing.T, io string) {
 	const n, size, rate, burst = 12, 1000, 100_000, 1000 // 11 KB after the burst: ~110 ms
-	r := newRig(t, rigOptions{io: io, txLimit: RateLimit{Bytes: Bucket{Rate: rate, Burst: burst}}})
+	r := newRig(t, rigOptions{io: io, txLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: rate, Burst: burst}}})
 	r.activate()
 	for i := range n {
 		if _, err := r.tx.AddChain([][]byte{r.txFrame(i, size)}, nil); err != nil {
@@ -166,7 +96,7 @@ func testTxByteRateLimit(t *testing.T, io string) {
 // rest are still waiting in the backend, delivered later, in order.
 func testRxThrottledDoesNotReadBackend(t *testing.T, io string) {
 	const n, burst, rate = 10, 2, 50
-	r := newRig(t, rigOptions{io: io, rxLimit: RateLimit{Frames: Bucket{Rate: rate, Burst: burst}}})
+	r := newRig(t, rigOptions{io: io, rxLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: rate, Burst: burst}}})
 	r.rx.AddRxBuffers(64, 2048)
 	r.activate()
 	r.rx.Kick()
@@ -205,7 +135,7 @@ func testRxThrottledDoesNotReadBackend(t *testing.T, io string) {
 // Reset of a throttled device returns at once: the worker sleeps in
 // epoll_wait, not in the limiter.
 func testThrottledReset(t *testing.T, io string) {
-	r := newRig(t, rigOptions{io: io, txLimit: RateLimit{Frames: Bucket{Rate: 1, Burst: 1}}})
+	r := newRig(t, rigOptions{io: io, txLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: 1, Burst: 1}}})
 	r.activate()
 	r.tx.AddChain([][]byte{r.txFrame(0, 64)}, nil)
 	r.tx.AddChain([][]byte{r.txFrame(1, 64)}, nil)

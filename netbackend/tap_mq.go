@@ -1,4 +1,4 @@
-package virtionet
+package netbackend
 
 import (
 	"errors"
@@ -49,7 +49,7 @@ func (t *Tap) openQueues(queues int) error {
 	return nil
 }
 
-// QueueFds implements MultiQueue: one fd per queue, or just Fd.
+// QueueFds implements virtionet.MultiQueue: one fd per queue, or just Fd.
 func (t *Tap) QueueFds() []int {
 	if len(t.queueFds) == 0 {
 		return []int{t.fd}
@@ -57,7 +57,7 @@ func (t *Tap) QueueFds() []int {
 	return t.queueFds
 }
 
-// SetQueueEnabled implements MultiQueue with TUNSETQUEUE.
+// SetQueueEnabled implements virtionet.MultiQueue with TUNSETQUEUE.
 func (t *Tap) SetQueueEnabled(i int, on bool) error {
 	if i < 0 || i >= len(t.queueFds) {
 		if i == 0 && on {
@@ -87,9 +87,10 @@ func (t *Tap) SetQueueEnabled(i int, on bool) error {
 	return nil
 }
 
-// singleQueueTap reports whether name is an existing tap made without
-// IFF_MULTI_QUEUE, which only a single-queue open can attach to.
-func singleQueueTap(name string) bool {
+// SingleQueueTap reports whether name is an existing tap made without
+// IFF_MULTI_QUEUE, which only a single-queue open can attach to. Call it
+// in the tap's namespace.
+func SingleQueueTap(name string) bool {
 	if name == "" {
 		return false
 	}
