@@ -245,11 +245,11 @@ func TestFreezeSummary(t *testing.T) {
 // the step is the command line alone.
 func TestTinyvmmLinesUnderPerf(t *testing.T) {
 	args := []string{"bench", "e2e", "--runs", "3"}
-	if got := tinyvmmLines(args, false); !slices.Equal(got, []string{"/repo/tinyvmm bench e2e --runs 3"}) {
+	if got := tinyvmmLines("tinyvmm-lab", args, false); !slices.Equal(got, []string{"/repo/tinyvmm-lab bench e2e --runs 3"}) {
 		t.Errorf("without perf: %q", got)
 	}
-	got := tinyvmmLines(args, true)
-	if len(got) != 4 || !strings.HasPrefix(got[0], "/bin/perf record -a ") || !strings.HasSuffix(got[0], " -o "+PerfData+" /repo/tinyvmm bench e2e --runs 3") {
+	got := tinyvmmLines("tinyvmm-lab", args, true)
+	if len(got) != 4 || !strings.HasPrefix(got[0], "/bin/perf record -a ") || !strings.HasSuffix(got[0], " -o "+PerfData+" /repo/tinyvmm-lab bench e2e --runs 3") {
 		t.Fatalf("with perf, the first line %q: want the command under perf record", got[0])
 	}
 	if got[1] != "busybox echo NESTED-PERF-BEGIN" || got[3] != "busybox echo NESTED-PERF-END" ||
