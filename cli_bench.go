@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	commands["bench"] = command{"the seed experiments on the net device: tinyvmm bench device [flags] (as root)", benchMain}
+	commands["bench"] = command{"the seed experiments on the net device: bench device (root)", benchMain}
 }
 
 // labBenches are the comparison harnesses, which live in the lab command
@@ -23,9 +23,11 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		if len(args) > 0 {
 			w = stdout
 		}
-		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]   weight, rx batch and notify sweeps on the net device, a Go driver as the guest")
-		fmt.Fprintln(w, "Run 'tinyvmm bench device --help' for its flags. The comparisons with QEMU and the host")
-		fmt.Fprintln(w, "(e2e, boot, share, usernet) are in the lab command: tinyvmm-lab bench --help.")
+		fmt.Fprintln(w, "Usage: tinyvmm bench device [flags]")
+		fmt.Fprintln(w, "\nWeight, rx batch and notify sweeps on the net device, a Go driver as the")
+		fmt.Fprintln(w, "guest ('tinyvmm bench device --help' for its flags). The comparisons with")
+		fmt.Fprintln(w, "QEMU and the host (e2e, boot, share, usernet) are in the lab command:")
+		fmt.Fprintln(w, "tinyvmm-lab bench --help.")
 		if len(args) == 0 {
 			return exitUsage
 		}

@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	commands["tour"] = command{"boot the default guest, ping the host once, and tell that packet's story", tourMain}
+	commands["tour"] = command{"boot the default guest, ping the host, and tell that packet's story", tourMain}
 }
 
 const tourUsage = `Usage: tinyvmm tour [--kernel PATH] [--initrd PATH] [--html FILE] [--seeds=false]

@@ -227,6 +227,8 @@ func TestCLIHelp(t *testing.T) {
 	if strings.Contains(string(out), "cpuprofile") {
 		t.Error("run --help shows the development flag --cpuprofile")
 	}
+	top, _ := exec.Command(bin, "--help").Output()
+	checkHelpScans(t, "--help", string(top))
 	for _, b := range []string{"device"} {
 		out, err := exec.Command(bin, "bench", b, "--help").Output()
 		if err != nil || !strings.Contains(string(out), "Usage: tinyvmm bench "+b) || !strings.Contains(string(out), "  --runs N") {

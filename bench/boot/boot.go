@@ -62,7 +62,7 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Out, "out", o.Out, "directory for boot.json and boot.png")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "longest one boot may take")
 	fs.StringVar(&o.Report, "report", "", "print and plot an existing boot.json `FILE` (no boots)")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench boot", "Usage: tinyvmm-lab bench boot [flags]   (where /dev/kvm is missing or PVM: bench/boot.sh)", args, stdout); help || err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench boot", "Usage: tinyvmm-lab bench boot [flags]\n(where /dev/kvm is missing or PVM: bench/boot.sh)", args, stdout); help || err != nil {
 		return err
 	}
 	if o.Runs < 1 || o.MemMiB < 16 {

@@ -25,17 +25,23 @@ const (
 	exitUsage   = 2
 )
 
-const usage = `tinyvmm-lab: tinyvmm's benchmarks against QEMU and the host, and the nested runner
+const usage = `tinyvmm-lab: tinyvmm's benchmarks against QEMU and the host, and the
+nested runner
 
-Usage: tinyvmm-lab bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU
-       tinyvmm-lab bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35
-       tinyvmm-lab bench share [flags]    read throughput of a --share file in the guest vs the same read on the host
-       tinyvmm-lab bench usernet [flags]  guest->host TCP throughput over --net user vs the host's loopback
+Usage: tinyvmm-lab bench e2e [flags]
+           the bench guest under tinyvmm, the no-VM ceiling and QEMU
+       tinyvmm-lab bench boot [flags]
+           boot time to /init and to exit: tinyvmm, QEMU microvm, QEMU q35
+       tinyvmm-lab bench share [flags]
+           reads of a --share file in the guest against the same on the host
+       tinyvmm-lab bench usernet [flags]
+           guest->host TCP over --net user against the host's loopback
        tinyvmm-lab nested [flags] [-- COMMAND LINE]
-                                          tests and a tinyvmm (or, with -lab, tinyvmm-lab) command line
-                                          on real KVM inside QEMU, for hosts without /dev/kvm
-Run 'tinyvmm-lab bench NAME --help' or 'tinyvmm-lab nested --help' for their flags.
-The benchmarks run as root, with the tinyvmm binary beside this one.
+           tests and a tinyvmm (with -lab, tinyvmm-lab) command line on real
+           KVM inside QEMU, for hosts without a usable /dev/kvm
+
+'tinyvmm-lab bench NAME --help' and 'tinyvmm-lab nested --help' list their
+flags. The benchmarks run as root, with the tinyvmm binary beside this one.
 `
 
 func main() {

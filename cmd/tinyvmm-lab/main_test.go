@@ -81,6 +81,11 @@ func TestHelp(t *testing.T) {
 		if err != nil {
 			t.Errorf("%q: %v", c.args, err)
 		}
+		for i, line := range strings.Split(string(out), "\n") {
+			if len(line) > 80 && c.args[0] != "nested" { // nested's flags are the flag package's
+				t.Errorf("%q line %d is %d characters: %q", c.args, i+1, len(line), line)
+			}
+		}
 		for _, w := range c.want {
 			if !strings.Contains(string(out), w) {
 				t.Errorf("%q: stdout lacks %q:\n%s", c.args, w, out)
