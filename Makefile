@@ -3,6 +3,8 @@
 
 GO      ?= go
 BIN     := bin/tinyvmm
+# The lab: bench e2e/boot/share/usernet against QEMU and the host, and the nested runner.
+LAB     := bin/tinyvmm-lab
 # --net user's network runs in this process of its own; tinyvmm looks for it next to itself.
 USERNET := bin/tinyvmm-usernet
 GUEST   := out/guest
@@ -19,6 +21,7 @@ build:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -o $(BIN) .
 	CGO_ENABLED=0 $(GO) build -o $(USERNET) ./cmd/tinyvmm-usernet
+	CGO_ENABLED=0 $(GO) build -o $(LAB) ./cmd/tinyvmm-lab
 
 guest:
 	bash guest/build.sh
@@ -42,7 +45,7 @@ run: build guest
 # with ip= and shows it; pass another command with CMD='...' (no quoting inside: words are split).
 CMD ?= ip addr show dev eth0
 run-nested: build guest
-	$(GO) run ./test/nested/cmd/nested -probe-exits 0 -- run --stats --net tap=$(TAP) \
+	$(LAB) nested -probe-exits 0 -- run --stats --net tap=$(TAP) \
 		--append $(GUEST_IP) -- $(CMD)
 
 test: build guest fmt-check mod-check vet test-unit fuzz test-nested
@@ -80,9 +83,9 @@ fuzz:
 bench-device: build
 	$(BIN) bench device $(ARGS)
 
-# The whole path with the bench guest: tinyvmm vs the no-VM ceiling vs QEMU.
+# The whole path with the bench guest: tinyvmm vs the no-VM ceiling vs QEMU (the lab command).
 bench: build guest
-	$(BIN) bench e2e $(ARGS)
+	$(LAB) bench e2e $(ARGS)
 
 netns:
 	bash scripts/netns.sh up $(NETNS) $(TAP)

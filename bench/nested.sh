@@ -18,12 +18,14 @@
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
 #
+# Needs the guest (make guest); builds bin/tinyvmm and bin/tinyvmm-lab.
 # Writes out/bench/nested.log and nested-e2e.json (every run's numbers,
 # guest kicks and exits included), with NESTED_PROFILE nested-tx.prof and
 # nested-rx.prof, and prints the table (and each profile's top 15). Under TCG every column is emulated (both VMMs are
 # L1 processes on nested KVM): only the ratios mean anything.
 set -eu
 cd "$(dirname "$0")/.."
+make -s build
 mkdir -p out/bench
 log=out/bench/nested.log
 prof=out/bench/nested-tx.prof
@@ -36,7 +38,7 @@ perftxt=out/bench/nested-perf.txt
 # files on the console. -stall: a healthy bench prints a line at least
 # every ~90 s (one run's bound).
 nested() {
-	go run ./test/nested/cmd/nested -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
+	bin/tinyvmm-lab nested -lab -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
 		-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' "$@"
 }
 rm -f "$prof" "$profrx" "$perftxt"

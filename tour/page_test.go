@@ -167,8 +167,8 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if n := strings.Count(page, `src="data:image/png;base64,`); n != 3 {
-		t.Errorf("%d PNG plots, want 3", n)
+	if n := strings.Count(page, "<figure role=\"img\" aria-label=\"Seed 00"); n != 3 || strings.Count(page, "<svg ") != 3 || strings.Count(page, "</svg>") != 3 {
+		t.Errorf("%d plots, %d <svg, %d </svg>; want 3 inline SVG plots", n, strings.Count(page, "<svg "), strings.Count(page, "</svg>"))
 	}
 	// Self-contained: nothing to fetch.
 	if m := regexp.MustCompile(`(?i)(src|href)="(https?:|//)|@import|url\(`).FindString(page); m != "" {

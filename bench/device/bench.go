@@ -35,7 +35,7 @@ type Options struct {
 	Only string // "002", "004", "000", "poll" or "backend" to run one table; "" runs all
 
 	JSON string // results file ("" for none)
-	Plot string // PNG file ("" for none)
+	Plot string // SVG file ("" for none)
 	Out  io.Writer
 }
 

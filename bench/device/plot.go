@@ -14,13 +14,13 @@ func Plots(r *Results) []*plotfmt.Chart {
 	return cs
 }
 
-// plotResults draws the three tables side by side into a PNG.
+// plotResults draws the three tables side by side into an SVG file.
 func plotResults(r *Results, path string) error {
 	row := Plots(r)
 	if len(row) == 0 {
 		return nil
 	}
-	return plotfmt.SavePNG(path, 500, 420, row...)
+	return plotfmt.SaveSVG(path, 500, 420, row...)
 }
 
 func plotSeed002(r *Results) *plotfmt.Chart {

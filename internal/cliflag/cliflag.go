@@ -30,6 +30,10 @@ func IsUsage(err error) bool {
 	return errors.As(err, &ue)
 }
 
+// Prog is the program the messages send the user to for help: tinyvmm,
+// or the lab command, which sets it as it starts.
+var Prog = "tinyvmm"
+
 // Parse parses args into fs without printing anything. It returns
 // flag.ErrHelp for -h/--help (the caller prints its own help) and a
 // UsageError for anything else wrong, naming the command (like "bench
@@ -40,7 +44,7 @@ func Parse(fs *flag.FlagSet, command string, args []string) error {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return Usagef("%s; see tinyvmm %s --help", explain(fs, err), command)
+	return Usagef("%s; see %s %s --help", explain(fs, err), Prog, command)
 }
 
 // explain is Message with what only the flag set knows: the flag that was
@@ -198,7 +202,7 @@ func ParseFlagsOnly(fs *flag.FlagSet, command, usage string, args []string, stdo
 		return false, err
 	}
 	if fs.NArg() > 0 {
-		return false, Usagef("%s: unexpected argument %q; see tinyvmm %s --help", command, fs.Arg(0), command)
+		return false, Usagef("%s: unexpected argument %q; see %s %s --help", command, fs.Arg(0), Prog, command)
 	}
 	return false, nil
 }
