@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"tinyvmm/internal/cliflag"
 	"tinyvmm/ratelimit"
 	"tinyvmm/userproc"
 	"tinyvmm/virtionet"
@@ -88,6 +89,9 @@ func (v netsValue) Set(s string) error {
 		}
 		key, val, ok := strings.Cut(kv, "=")
 		if i == 0 && !ok && kv != "" {
+			if cliflag.Nearest(kv, []string{"user"}) == "user" {
+				return fmt.Errorf("--net %q: did you mean --net user?", s)
+			}
 			// A bare name is how a tap is named elsewhere (ip, QEMU's ifname=).
 			return fmt.Errorf("--net %q: did you mean --net tap=%s? (af_packet=%s joins a host interface; user needs no root)", s, s, kv)
 		}
