@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,18 @@ func pageText(html string) string {
 	return strings.Join(strings.Fields(html), " ")
 }
 
+// plotTextProbe finds the smallest font size of the plots' text as laid
+// out: the SVG's font size scaled by the width the SVG is drawn at.
+const plotTextProbe = `<script>
+let px = 1e9;
+for (const t of document.querySelectorAll("figure svg text")) {
+  const svg = t.ownerSVGElement;
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  px = Math.min(px, parseFloat(getComputedStyle(t).fontSize) * scale);
+}
+document.body.setAttribute("data-plot-text-px", px < 1e9 ? px.toFixed(1) : "0");
+</script>`
+
 // pageWants are texts the page must show: the story, the numbers, the
 // findings.
 var pageWants = []string{
@@ -234,7 +247,26 @@ func TestPageInChromium(t *testing.T) {
 		return out
 	}
 
-	dom := string(run("--dump-dom"))
+	// The page as a reader at 1000 px sees it: a script (the test's, not
+	// the page's) measures, after layout, the smallest text of any plot
+	// and writes it into the DOM that --dump-dom prints.
+	withProbe := bytes.Replace(b.Bytes(), []byte("</body>"), []byte(plotTextProbe+"</body>"), 1)
+	if err := os.WriteFile(file, withProbe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(run("--dump-dom", "--window-size=1000,3000"))
+	m := regexp.MustCompile(`data-plot-text-px="([0-9.]+)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatal("the page's plots were not measured: no data-plot-text-px in the DOM")
+	}
+	if px, _ := strconv.ParseFloat(m[1], 64); px < 12 {
+		t.Errorf("at 1000 px the smallest plot text is %.1f px high, want at least 12", px)
+	} else {
+		t.Logf("at 1000 px the smallest plot text is %.1f px", px)
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	text := pageText(dom)
 	for _, want := range pageWants {
 		if !strings.Contains(text, want) {

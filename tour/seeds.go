@@ -132,7 +132,7 @@ func (s Seeds) weightScreen() Screen {
 		From:  "vhost-net: add limitation of sent packets for tx polling (seed 002)",
 		Idea: []string{
 			fmt.Sprintf("vhost-net ends one run of its tx loop after 512 KiB (VHOST_NET_WEIGHT) and requeues tx behind rx. With 1-byte UDP frames that is thousands of frames, and rx waits behind them (the patch's 'Origin', 'none' below): the patch added a packet weight. tinyvmm stops tx after %d frames or 512 KiB, whichever comes first.", virtionet.DefaultWeightPkts),
-			fmt.Sprintf("Live: the guest floods 1-byte UDP while the host sends it a UDP echo request every 5 ms and times the answer; %s per weight.", secs(s.Opt.LatencyRun)),
+			fmt.Sprintf("Live: the guest floods 1-byte UDP while the host sends it a UDP echo request every 5 ms and times the answer; %d runs of %s per weight. 'answers' counts the echo requests answered over those runs: each wait in the table is one of them.", tourRuns, secs(s.Opt.LatencyRun)),
 		},
 		Where: []string{"virtionet/worker.go overWeight, worker.enqueue", "virtionet/tx.go worker.handleTx"},
 		Table: [][]string{{"tx weight", "min ms", "avg ms", "p99 ms", "max ms", "tx frames/s", "answers"}},
