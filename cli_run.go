@@ -16,6 +16,7 @@ import (
 
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
@@ -37,6 +38,7 @@ type runFlags struct {
 	cfg    vmm.Config
 	tuning virtionet.Tuning
 	trace  bool
+	notify string // --notify, parsed by check
 	// timeout stops a guest still running after it (status 124).
 	timeout time.Duration
 	// cpuprofile is a development flag, hidden from --help: tinyvmm's own
@@ -56,7 +58,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
 	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=...][,tx-rate=...][,rx-pps=...][,tx-pps=...]`, on a host interface with af_packet=IFNAME, or on a rootless user-mode network with user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]... (DHCP gives the guest 10.0.2.15; 10.0.2.2 is its gateway, DNS server and the host's 127.0.0.1) (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call; queues=N queue pairs on a tap, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
 	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
-	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
+	fs.StringVar(&f.notify, "notify", pci.NotifyIoeventfd.String(), "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
@@ -269,7 +271,8 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// check checks the flags that Config.Validate cannot see: the tuning
+// check checks the flags that Config.Validate cannot see (and parses
+// --notify into the Config): the tuning
 // values, which reach the Config only through a --net (and whose 0 means
 // "the default" there, so an explicit 0 would silently become 64 or 8), and
 // the --stats file, which would otherwise fail only after the guest ran.
@@ -293,6 +296,11 @@ func (f *runFlags) check() error {
 			return fmt.Errorf("--%s %d: give at least %d", v.name, v.val, v.min)
 		}
 	}
+	mode, err := pci.ParseNotifyMode(f.notify)
+	if err != nil {
+		return fmt.Errorf("--notify %q is not one of ioeventfd, exit", f.notify)
+	}
+	f.cfg.Notify = mode
 	return checkStatsFile(f.cfg.Stats)
 }
 

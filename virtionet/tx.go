@@ -207,7 +207,7 @@ func (w *worker) flushTx() int {
 	sent := 0
 	if n := len(g.frames); n > 0 {
 		if w.trace != nil {
-			w.trace.event("tx", w.io.name(), "", n)
+			w.trace.event("tx", string(w.io.name()), "", n)
 		}
 		g.res = g.res[:0]
 		for range n {

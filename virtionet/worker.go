@@ -53,7 +53,7 @@ type worker struct {
 	npending              int
 	done                  chan struct{}
 
-	io        frameIO  // how frames cross: chosen in newWorker, vectorIO after a failure
+	io        frameIO  // how frames cross: the pair's IOMode (chooseIO), vectorIO after a failure
 	txg       txStaged // the tx chains of one send
 	rx        rxPool   // the rx chains of one batch
 	slots     [][]unix.Iovec
@@ -94,10 +94,10 @@ func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
 		w.fail = func(error) {}
 	}
 	d.mu.Lock()
-	switch {
-	case isMultiFrame(d.backend):
+	switch p.io {
+	case IOSendmmsg:
 		w.io = &mmsgIO{}
-	case p.ring != nil:
+	case IOUring:
 		w.io = newUringIO(p.ring)
 	default:
 		w.io = vectorIO{}
@@ -472,6 +472,7 @@ func (w *worker) dropRing(err error) {
 		w.p.ring.Close()
 		w.p.ring = nil
 	}
+	w.p.io = IOWritev
 	d.mu.Unlock()
 	if first { // one notice per pair
 		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Ifname, err)
