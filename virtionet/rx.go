@@ -2,9 +2,30 @@ package virtionet
 
 import (
 	"errors"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// rxState is the worker's rx side: the chains and slots of one batch,
+// the bounce buffer, whether the backend is watched, and rx interrupt
+// moderation (RxIrqGapUs).
+type rxState struct {
+	rx        rxPool // the rx chains of one batch
+	slots     [][]unix.Iovec
+	got       []int
+	gathered  []unix.Iovec // one frame's chains (MRG_RXBUF) and the overflow byte
+	bounce    []byte       // a frame read before its chains are known
+	bounceIov []unix.Iovec
+	held      int // the bounce buffer holds a frame of this length, waiting for buffers
+
+	tapWatched bool // the backend is in the epoll set
+	backendEOF bool // the backend's peer closed: never watch it again
+
+	irqTimer  int       // rx interrupt moderation: fires when a held interrupt is due
+	lastRxIrq time.Time // when the guest last got an rx interrupt
+	rxIrqHeld bool      // an rx interrupt waits for irqTimer
+}
 
 type rxResult int
 

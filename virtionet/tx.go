@@ -6,6 +6,11 @@ import (
 	"tinyvmm/virtio"
 )
 
+// txState is the worker's tx side.
+type txState struct {
+	txg txStaged // the tx chains of one send
+}
+
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
 const maxIov = 1024
 
