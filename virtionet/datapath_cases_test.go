@@ -43,6 +43,8 @@ var datapathCases = []struct {
 	{"RxSmallRingNeverStalls", testRxSmallRingNeverStalls},
 	{"RxHeldFrameWaitsForOneMoreKick", testRxHeldFrameWaitsForOneMoreKick},
 	{"RxFrameLargerThanMTUIsDropped", testRxFrameLargerThanMTUIsDropped},
+	{"RxFrameOverMaxInLargeBuffersIsDropped", testRxFrameOverMaxInLargeBuffersIsDropped},
+	{"RxFrameOverMaxIsNotHeld", testRxFrameOverMaxIsNotHeld},
 	{"TxLongChainWithWritableTailIsDropped", testTxLongChainWithWritableTailIsDropped},
 	{"TxFrameRateLimit", testTxFrameRateLimit},
 	{"TxByteRateLimit", testTxByteRateLimit},

@@ -72,6 +72,49 @@ func testRxFrameLargerThanMTUIsDropped(t *testing.T, io IOMode) {
 	}
 }
 
+// Without MRG_RXBUF, rx buffers of 16 KiB, and a backend that hands over
+// a 9000-byte frame (a tap whose MTU is larger than the guest's 1500):
+// the buffers would hold it, but it is longer than any frame the guest
+// may get, so it is dropped and counted (issue 28, D2).
+func testRxFrameOverMaxInLargeBuffersIsDropped(t *testing.T, io IOMode) {
+	feat := uint64(FeatVersion1 | FeatMAC)
+	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 16 << 10})
+	r.rx.AddRxBuffers(2, 16<<10)
+	r.activate()
+	r.peerWrite(r.txFrame(0, 9000-12))
+	r.peerWrite(r.txFrame(1, 60))
+	var lens []uint32
+	r.waitUsed(r.rx, 1, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
+	if lens[0] != 72 {
+		t.Errorf("used length %d, want the 72-byte frame", lens[0])
+	}
+	if d := r.stats(rxQueue).Drops[DropRxTooBig.String()]; d != 1 {
+		t.Errorf("too-big drops %d, want 1", d)
+	}
+}
+
+// With MRG_RXBUF and without GUEST_TSO, fewer buffers than a frame needs
+// send a frame through the bounce buffer, where one bigger than the
+// buffers posted waits for more. One longer than the guest's largest
+// frame must not wait (it can never be delivered): it is dropped and
+// counted at once, and the next frame takes the buffer (issue 28, D2).
+func testRxFrameOverMaxIsNotHeld(t *testing.T, io IOMode) {
+	feat := uint64(FeatVersion1 | FeatMAC | FeatMrgRxBuf)
+	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 1024})
+	r.rx.AddRxBuffers(1, 1024) // less than a largest frame: read through the bounce buffer
+	r.activate()
+	r.peerWrite(r.txFrame(0, 9000-12))
+	r.peerWrite(r.txFrame(1, 60))
+	var used []virtiotest.UsedElem
+	r.waitUsed(r.rx, 1, func(u virtiotest.UsedElem) { used = append(used, u) })
+	if used[0].Len != 72 {
+		t.Errorf("used length %d, want the 72-byte frame", used[0].Len)
+	}
+	if d := r.stats(rxQueue).Drops[DropRxTooBig.String()]; d != 1 {
+		t.Errorf("too-big drops %d, want 1", d)
+	}
+}
+
 // A tx chain of more buffers than writev takes, whose tail is
 // device-writable, is dropped like any tx chain with a writable buffer
 // (issue 13, D7: the copying path skipped that check).
