@@ -16,6 +16,7 @@ import (
 
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
@@ -35,6 +36,7 @@ type runFlags struct {
 	cfg    vmm.Config
 	tuning virtionet.Tuning
 	trace  bool
+	notify string // --notify, parsed by check
 	// timeout stops a guest still running after it (status 124).
 	timeout time.Duration
 	// cpuprofile is a development flag, hidden from --help: tinyvmm's own
@@ -61,7 +63,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 		"                           DNS server and the host's 127.0.0.1\n"+
 		"OPTS, comma-separated: mac=MAC; mtu=N; io=uring (batches of frames per io_uring_enter, the default) or io=writev (a system call per frame); queues=N queue pairs, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
 	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
-	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
+	fs.StringVar(&f.notify, "notify", pci.NotifyIoeventfd.String(), "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
@@ -262,7 +264,8 @@ var runFlagGroups = []cliflag.Group{
 	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }
 
-// check checks the flags that Config.Validate cannot see: the tuning
+// check checks the flags that Config.Validate cannot see (and parses
+// --notify into the Config): the tuning
 // values, which reach the Config only through a --net (and whose 0 means
 // "the default" there, so an explicit 0 would silently become 64 or 8), and
 // the --stats file, which would otherwise fail only after the guest ran.
@@ -286,6 +289,11 @@ func (f *runFlags) check() error {
 			return fmt.Errorf("--%s %d: give at least %d", v.name, v.val, v.min)
 		}
 	}
+	mode, err := pci.ParseNotifyMode(f.notify)
+	if err != nil {
+		return fmt.Errorf("--notify %q is not one of ioeventfd, exit", f.notify)
+	}
+	f.cfg.Notify = mode
 	return checkStatsFile(f.cfg.Stats)
 }
 

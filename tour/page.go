@@ -66,7 +66,7 @@ func WriteHTML(w io.Writer, p Page) error {
 	}
 	b.WriteString("</pre>\n")
 	fmt.Fprintf(&b, "<p class=\"small\">Boot, ping and power-off took %.1f s; the device moved tx frames with %s.</p>\n",
-		p.Run.Elapsed.Seconds(), esc(p.Run.Stats.IO))
+		p.Run.Elapsed.Seconds(), esc(string(p.Run.Stats.IO)))
 	if p.Nested {
 		fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", esc(nestedNote))
 	}

@@ -93,7 +93,7 @@ func captureTraffic(t *testing.T, r *rig, ntx, nrx int) [][]byte {
 }
 
 // Every frame, both directions, lands in the capture whole and in order.
-func testCaptureBothDirections(t *testing.T, io string) {
+func testCaptureBothDirections(t *testing.T, io IOMode) {
 	path := filepath.Join(t.TempDir(), "net.pcap")
 	r := newRig(t, rigOptions{io: io, pcap: path})
 	r.rx.AddRxBuffers(64, 2048)

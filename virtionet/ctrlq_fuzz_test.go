@@ -37,7 +37,7 @@ func FuzzCtrlQueue(f *testing.F) {
 				unix.Close(sp.Peer)
 			}
 		}()
-		d, err := New(Config{Ifname: "fuzz0", Queues: 2, Tuning: DefaultTuning()}, sps)
+		d, err := New(Config{Ifname: "fuzz0", Queues: 2, IO: IOWritev, Tuning: DefaultTuning()}, sps)
 		if err != nil {
 			t.Fatal(err)
 		}

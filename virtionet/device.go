@@ -58,7 +58,7 @@ func New(cfg Config, b Backend) (*Device, error) {
 	if cfg.Ifname == "" {
 		cfg.Ifname = b.Name()
 	}
-	cfg, err := cfg.Normalized()
+	cfg, err := cfg.Normalized() // as it is when the VMM normalized it
 	if err != nil {
 		return nil, err
 	}
@@ -82,14 +82,25 @@ func New(cfg Config, b Backend) (*Device, error) {
 		}
 		cfg.Log("net %s: capturing every frame to %s", cfg.Ifname, cfg.Pcap)
 	}
-	if cfg.IO == IOUring {
-		for _, p := range d.pairs {
-			if !d.openRing(p) {
-				break
-			}
-		}
+	tryRing := cfg.IO == IOUring
+	for _, p := range d.pairs {
+		p.io = d.chooseIO(p, tryRing)
+		tryRing = p.io == IOUring // after one failure (and its notice) the rest stay with writev
 	}
 	return d, nil
+}
+
+// chooseIO decides, once, what pair p runs: sendmmsg on a socket backend
+// (it batches already), io_uring where the config asks for it and a ring
+// opens, one writev per frame otherwise.
+func (d *Device) chooseIO(p *pair, tryRing bool) IOMode {
+	switch {
+	case isMultiFrame(d.backend):
+		return IOSendmmsg
+	case tryRing && d.openRing(p):
+		return IOUring
+	}
+	return IOWritev
 }
 
 // newRing is uring.New and probeRing is probeNowait; tests replace them
@@ -99,12 +110,9 @@ var (
 	probeRing = probeNowait
 )
 
-// openRing sets up pair p's io_uring for IO=uring, or says in one line why
+// openRing sets up pair p's io_uring for IOUring, or says in one line why
 // the pair stays with one writev per frame (and returns false).
 func (d *Device) openRing(p *pair) bool {
-	if isMultiFrame(d.backend) {
-		return false // sendmmsg batches already
-	}
 	r, err := newRing(maxTxGroup)
 	if err == nil {
 		err = probeRing(r, p.fd)
@@ -125,17 +133,12 @@ func (d *Device) openRing(p *pair) bool {
 	return true
 }
 
-// IO is how tx frames reach the backend: "uring", "sendmmsg" or "writev".
-func (d *Device) IO() string {
+// IO is what the first pair's worker runs: the mechanism chooseIO
+// decided, or IOWritev once a uring failed.
+func (d *Device) IO() IOMode {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case d.pairs[0].ring != nil:
-		return IOUring
-	case isMultiFrame(d.backend):
-		return "sendmmsg"
-	}
-	return IOWritev
+	return d.pairs[0].io
 }
 
 func isMultiFrame(b Backend) bool {

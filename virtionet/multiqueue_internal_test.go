@@ -12,7 +12,7 @@ import (
 )
 
 // mqTestDevice is a two-pair device on socketpairs, moving frames by io.
-func mqTestDevice(t *testing.T, io string) *Device {
+func mqTestDevice(t *testing.T, io IOMode) *Device {
 	t.Helper()
 	sps, err := netbackend.NewSocketPairs(2)
 	if err != nil {

@@ -25,7 +25,7 @@ func mqDevice(t *testing.T, n int) (*virtionet.Device, *netbackend.SocketPairs) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := virtionet.New(virtionet.Config{Ifname: "mq0", Queues: n, Tuning: virtionet.DefaultTuning()}, sps)
+	dev, err := virtionet.New(virtionet.Config{Ifname: "mq0", Queues: n, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning()}, sps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestMQTraceNamesPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var trace syncbuf.Buffer
-	dev, err := virtionet.New(virtionet.Config{Ifname: "mq0", Queues: 2, Tuning: virtionet.DefaultTuning(), Trace: &trace}, sps)
+	dev, err := virtionet.New(virtionet.Config{Ifname: "mq0", Queues: 2, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning(), Trace: &trace}, sps)
 	if err != nil {
 		t.Fatal(err)
 	}

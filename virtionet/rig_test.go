@@ -38,7 +38,7 @@ type rigOptions struct {
 	size      uint16
 	indirect  int
 	backend   Backend // instead of the socketpair (which is still made)
-	io        string  // one of rigIOs; "" is sendmmsg
+	io        IOMode  // one of rigIOs; "" is sendmmsg
 	mem       int     // guest memory in bytes; 0 means 8 MiB
 	pcap      string  // Config.Pcap
 	rxLimit   ratelimit.Limit
@@ -49,10 +49,10 @@ type rigOptions struct {
 // rigIOs are the frame-I/O mechanisms a rig can run (rigOptions.io):
 // one readv or writev per frame (as on a tap), recvmmsg and sendmmsg (the
 // socketpair's own way), and io_uring over one-frame-per-call.
-var rigIOs = []string{IOWritev, "sendmmsg", IOUring}
+var rigIOs = []IOMode{IOWritev, IOSendmmsg, IOUring}
 
 // skipUnlessIO skips where this kernel cannot run the mechanism.
-func skipUnlessIO(t *testing.T, io string) {
+func skipUnlessIO(t *testing.T, io IOMode) {
 	t.Helper()
 	if io == IOUring {
 		skipUnlessUring(t)
@@ -95,8 +95,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp.SingleFrame = o.io != "" && o.io != "sendmmsg"
-	cfgIO := ""
+	sp.SingleFrame = o.io != "" && o.io != IOSendmmsg
+	cfgIO := IOWritev // the socketpair's own sendmmsg unless SingleFrame
 	if o.io == IOUring {
 		cfgIO = IOUring
 	}

@@ -31,7 +31,7 @@ func TestTapMultiQueue(t *testing.T) {
 		if netbackend.SingleQueueTap("tvmq0") {
 			t.Errorf("a multi-queue tap taken for a single-queue one")
 		}
-		dev, err = openTap(virtionet.Config{Ifname: "tvmq0", Queues: 2, Tuning: virtionet.DefaultTuning()})
+		dev, err = openTap(virtionet.Config{Ifname: "tvmq0", Queues: 2, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestTapMultiQueue(t *testing.T) {
 	// The multi-queue tap also takes a device of one pair.
 	dev.Close()
 	if err := ns.Do(func() error {
-		d, err := openTap(virtionet.Config{Ifname: "tvmq0", Queues: 1})
+		d, err := openTap(virtionet.Config{Ifname: "tvmq0", Queues: 1, IO: virtionet.IOWritev})
 		if err == nil {
 			err = d.Close()
 		}
@@ -141,7 +141,7 @@ func TestTapMultiQueue(t *testing.T) {
 		if !netbackend.SingleQueueTap("tvsq0") {
 			t.Errorf("a single-queue tap not taken for one: the VMM would default it to more pairs")
 		}
-		d, err := openTap(virtionet.Config{Ifname: "tvsq0", Queues: 2})
+		d, err := openTap(virtionet.Config{Ifname: "tvsq0", Queues: 2, IO: virtionet.IOWritev})
 		if err == nil {
 			d.Close()
 		}

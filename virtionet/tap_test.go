@@ -26,7 +26,7 @@ var (
 
 // openInNS makes the device on tap inside ns, moving frames by io ("" is
 // writev), and returns it with its notices.
-func openInNS(t *testing.T, ns *scratchns.NS, tap, io string) (*virtionet.Device, *syncbuf.Buffer) {
+func openInNS(t *testing.T, ns *scratchns.NS, tap string, io virtionet.IOMode) (*virtionet.Device, *syncbuf.Buffer) {
 	t.Helper()
 	log := &syncbuf.Buffer{}
 	var dev *virtionet.Device
@@ -107,7 +107,7 @@ func TestTapExchangesFramesWithHostSocket(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dev, _ := openInNS(t, ns, "tap0", "")
+			dev, _ := openInNS(t, ns, "tap0", virtionet.IOWritev)
 			if got := dev.Backend().(*netbackend.Tap).Opened(); got != "opened existing tap0" {
 				t.Errorf("the tap says %q, not that it opened the existing tap", got)
 			}
@@ -224,7 +224,7 @@ func TestTapDeletedUnderDevice(t *testing.T) {
 	if _, err := ns.AddTap("tap0", "10.0.2.1/24"); err != nil {
 		t.Fatal(err)
 	}
-	dev, _ := openInNS(t, ns, "tap0", "")
+	dev, _ := openInNS(t, ns, "tap0", virtionet.IOWritev)
 	g, err := guestdrv.New(dev, guestdrv.Options{IP: guestIP})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,14 @@ import (
 // ratelimit): a throttled queue is not run (enqueue skips it) and rx does
 // not watch the backend, until the throttle timerfd fires.
 
+// throttleState is the worker's part of the rate limiter: a throttled
+// queue is not run until throttleFd fires at its throttleAt.
+type throttleState struct {
+	throttleFd int
+	throttled  [2]bool
+	throttleAt [2]time.Time
+}
+
 // rateRoom bounds a run's next group of frames by qi's buckets. It returns
 // 0 frames, after throttling the queue, when a bucket is empty.
 func (w *worker) rateRoom(qi, frames, bytes int) (int, int) {

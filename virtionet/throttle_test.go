@@ -32,7 +32,7 @@ func (r *rig) collectPeer(n int) (frames [][]byte, at []time.Time) {
 
 // tx frames beyond the ops bucket's burst go at its rate, each whole and
 // in order, and the throttling is counted.
-func testTxFrameRateLimit(t *testing.T, io string) {
+func testTxFrameRateLimit(t *testing.T, io IOMode) {
 	const n, burst, rate = 16, 4, 200 // 12 frames after the burst: ~60 ms
 	r := newRig(t, rigOptions{io: io, txLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: rate, Burst: burst}}})
 	r.activate()
@@ -66,7 +66,7 @@ func testTxFrameRateLimit(t *testing.T, io string) {
 
 // The bandwidth bucket: frames larger than what is left go into debt, so
 // over the run the bytes go at the rate.
-func testTxByteRateLimit(t *testing.T, io string) {
+func testTxByteRateLimit(t *testing.T, io IOMode) {
 	const n, size, rate, burst = 12, 1000, 100_000, 1000 // 11 KB after the burst: ~110 ms
 	r := newRig(t, rigOptions{io: io, txLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: rate, Burst: burst}}})
 	r.activate()
@@ -94,7 +94,7 @@ func testTxByteRateLimit(t *testing.T, io string) {
 // While rx is throttled the worker does not read the backend: at every
 // moment the guest has no more frames than the bucket allowed, and the
 // rest are still waiting in the backend, delivered later, in order.
-func testRxThrottledDoesNotReadBackend(t *testing.T, io string) {
+func testRxThrottledDoesNotReadBackend(t *testing.T, io IOMode) {
 	const n, burst, rate = 10, 2, 50
 	r := newRig(t, rigOptions{io: io, rxLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: rate, Burst: burst}}})
 	r.rx.AddRxBuffers(64, 2048)
@@ -134,7 +134,7 @@ func testRxThrottledDoesNotReadBackend(t *testing.T, io string) {
 
 // Reset of a throttled device returns at once: the worker sleeps in
 // epoll_wait, not in the limiter.
-func testThrottledReset(t *testing.T, io string) {
+func testThrottledReset(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io, txLimit: ratelimit.Limit{Frames: ratelimit.Bucket{Rate: 1, Burst: 1}}})
 	r.activate()
 	r.tx.AddChain([][]byte{r.txFrame(0, 64)}, nil)

@@ -6,6 +6,11 @@ import (
 	"tinyvmm/virtio"
 )
 
+// txState is the worker's tx side.
+type txState struct {
+	txg txStaged // the tx chains of one send
+}
+
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
 const maxIov = 1024
 
@@ -207,7 +212,7 @@ func (w *worker) flushTx() int {
 	sent := 0
 	if n := len(g.frames); n > 0 {
 		if w.trace != nil {
-			w.trace.event("tx", w.io.name(), "", n)
+			w.trace.event("tx", string(w.io.name()), "", n)
 		}
 		g.res = g.res[:0]
 		for range n {

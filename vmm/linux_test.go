@@ -18,6 +18,7 @@ import (
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/internal/threadname"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 )
 
@@ -265,11 +266,14 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 		t.Skip("host KVM is PVM: guest user space cannot make system calls here (TestLinuxGuestKernelAnswersPing covers the datapath)")
 	}
 	kernel, initrd := guestFile(t, "vmlinux"), guestFile(t, "initramfs.cpio")
-	for _, tc := range []struct{ notify, io string }{
-		{NotifyIoeventfd, virtionet.IOUring},
-		{NotifyExit, virtionet.IOWritev},
+	for _, tc := range []struct {
+		notify pci.NotifyMode
+		io     virtionet.IOMode
+	}{
+		{pci.NotifyIoeventfd, virtionet.IOUring},
+		{pci.NotifyExit, virtionet.IOWritev},
 	} {
-		t.Run(tc.notify+"-"+tc.io, func(t *testing.T) {
+		t.Run(tc.notify.String()+"-"+string(tc.io), func(t *testing.T) {
 			if tc.io == virtionet.IOUring && os.Getenv("TINYVMM_NESTED_L1") != "" {
 				// 3 of the 7 L1 freezes of 2026-12-03 came in this subtest, 1 just after it (test/nested/README.md).
 				t.Skip("io_uring under a Linux guest freezes the nested L1 (QEMU 7.2 TCG); the uring datapath is tested by virtionet's TestDatapath/uring")

@@ -1,7 +1,6 @@
 package vmm
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -26,16 +25,21 @@ func (n *netDevice) stats() any { return n.dev.Stats() }
 // missing tap is reported before /dev/kvm.
 func (m *machine) openNets() error {
 	for _, nc := range m.cfg.Nets {
-		cfg := nc.Config
-		if cfg.Queues == 0 && nc.User == nil { // a user network has one pair
+		cfg := nc.config()
+		if cfg.Queues == 0 {
 			cfg.Queues = defaultQueues(cfg, m.cfg.CPUs)
 		}
 		if cfg.Log == nil {
 			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
 		}
 		cfg.VCPUThreads = m.vcpuThreads
+		// The one normalization of the config the device runs on: the
+		// defaults and the rules are virtionet's.
+		cfg, err := cfg.Normalized()
+		if err != nil {
+			return err
+		}
 		var dev *virtionet.Device
-		var err error
 		if nc.User != nil {
 			dev, err = m.openUserNet(cfg, *nc.User)
 		} else {
@@ -54,7 +58,7 @@ func (m *machine) openNets() error {
 // virtionet's default, but one on an existing tap made without
 // multi_queue, which takes no more.
 func defaultQueues(cfg virtionet.Config, cpus int) int {
-	if cfg.AFPacket == "" && netbackend.SingleQueueTap(cfg.Ifname) {
+	if cfg.AFPacket == "" && !cfg.User && netbackend.SingleQueueTap(cfg.Ifname) {
 		return 1
 	}
 	return virtionet.DefaultQueues(cfg, cpus)
@@ -62,12 +66,8 @@ func defaultQueues(cfg virtionet.Config, cpus int) int {
 
 // openNet opens the tap cfg.Ifname (creating it when it may), or the
 // AF_PACKET socket on cfg.AFPacket, and makes the device on it; cfg.Log is
-// told which.
+// told which. cfg is normalized.
 func openNet(cfg virtionet.Config) (*virtionet.Device, error) {
-	cfg, err := cfg.Normalized()
-	if err != nil {
-		return nil, err
-	}
 	var b virtionet.Backend
 	if cfg.AFPacket != "" {
 		p, err := netbackend.OpenAFPacket(cfg.AFPacket)
@@ -77,9 +77,6 @@ func openNet(cfg virtionet.Config) (*virtionet.Device, error) {
 		cfg.Log("opened af_packet on %s", cfg.AFPacket)
 		b = p
 	} else {
-		if cfg.Ifname == "" {
-			return nil, errors.New("net: no tap name given (use --net tap=NAME)")
-		}
 		tap, err := netbackend.OpenTapQueues(cfg.Ifname, cfg.MTU, cfg.Queues)
 		if err != nil {
 			return nil, err
@@ -107,15 +104,9 @@ func (m *machine) vcpuThreads() []int {
 }
 
 // openUserNet starts a user-mode network (a tinyvmm-usernet process, see
-// userproc) and the device on it.
+// userproc) and the device on it; cfg is normalized.
 func (m *machine) openUserNet(cfg virtionet.Config, uc userproc.Config) (*virtionet.Device, error) {
-	if cfg.MAC == nil {
-		cfg.MAC = virtionet.DefaultMAC(cfg.Ifname)
-	}
-	if cfg.MTU == 0 {
-		cfg.MTU = virtionet.DefaultMTU
-	}
-	uc.MAC, uc.MTU = cfg.MAC, cfg.MTU
+	uc.MAC, uc.MTU = cfg.MAC, cfg.MTU // cfg is normalized: the device's own
 	b, err := userproc.Start(uc, func(format string, args ...any) { m.logf(format, args...) })
 	if err != nil {
 		return nil, err
@@ -141,10 +132,6 @@ func (m *machine) attachPCI() error {
 	if err := m.pio.Register(devices.PCIConfigAddressPort, devices.PCIConfigPorts, bus); err != nil {
 		return err
 	}
-	mode := pci.NotifyIoeventfd
-	if m.cfg.Notify == NotifyExit {
-		mode = pci.NotifyExit
-	}
 	type fn struct {
 		name string
 		dev  virtio.Device
@@ -163,7 +150,7 @@ func (m *machine) attachPCI() error {
 			return fmt.Errorf("too many --net and --share devices for the PCI hole")
 		}
 		t, err := pci.New(f.dev, m.hv, m.ram.regions, pci.Options{
-			BARAddr: bar, Notify: mode, Logf: func(format string, args ...any) { m.logf(format, args...) },
+			BARAddr: bar, Notify: m.cfg.Notify, Logf: func(format string, args ...any) { m.logf(format, args...) },
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %v", f.name, err)

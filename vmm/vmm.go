@@ -75,9 +75,6 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if m.cfg.Console == nil {
 		m.cfg.Console = io.Discard
 	}
-	if m.cfg.Notify == "" {
-		m.cfg.Notify = NotifyIoeventfd
-	}
 	if err := m.cfg.check(); err != nil {
 		return 1, err
 	}

@@ -16,6 +16,7 @@ import (
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
 	"tinyvmm/usernet"
+	"tinyvmm/virtio/pci"
 )
 
 func TestCommandArgRoundTrips(t *testing.T) {
@@ -145,7 +146,7 @@ func TestConfigCheck(t *testing.T) {
 		"mem huge":  func(c *Config) { c.MemBytes = 1 << 50 },
 		"cpus 0":    func(c *Config) { c.CPUs = 0 },
 		"cpus 1000": func(c *Config) { c.CPUs = 1000 },
-		"notify":    func(c *Config) { c.Notify = "poll" },
+		"notify":    func(c *Config) { c.Notify = pci.NotifyExit + 1 },
 		"no kernel": func(c *Config) { c.Kernel = "" },
 		"tap empty": func(c *Config) { c.Nets = []NetConfig{{}} },
 		"tap twice": func(c *Config) { c.Nets = make([]NetConfig, 2); c.Nets[0].Ifname, c.Nets[1].Ifname = "t", "t" },

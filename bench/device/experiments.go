@@ -99,7 +99,7 @@ type PollRow struct {
 func pollRun(us int, d time.Duration) (PollRow, error) {
 	tun := virtionet.DefaultTuning()
 	tun.PollUs = us
-	m, err := txRate("", tun, 0, otherMAC, 64, d)
+	m, err := txRate(virtionet.IOWritev, tun, 0, otherMAC, 64, d)
 	row := PollRow{PollUs: us, PPS: m.pps, NsPerFrame: m.nsPerFrame}
 	if m.queue.Frames > 0 {
 		row.KicksPerFrame = float64(m.queue.Kicks) / float64(m.queue.Frames)
@@ -201,7 +201,7 @@ func seed004(backend string, batch int, mergeable bool, d time.Duration) (BatchR
 	if mergeable {
 		feat |= virtionet.FeatMrgRxBuf
 	}
-	m, err := rxRate(backend == "af_packet", "", tun, feat, 64, d)
+	m, err := rxRate(backend == "af_packet", virtionet.IOWritev, tun, feat, 64, d)
 	if err != nil {
 		return row, err
 	}
@@ -235,7 +235,7 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 	for k, v := range s0.Queues[qi].Batches {
 		q.Batches[k] -= v
 	}
-	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q, io: s1.IO,
+	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q, io: string(s1.IO),
 		noBuffersPerS: float64(q.NoBuffers-s0.Queues[qi].NoBuffers) / elapsed.Seconds()}
 	if q.Frames > 0 {
 		r.nsPerFrame = float64(s1.WorkerCPUNs-s0.WorkerCPUNs) / float64(q.Frames)
@@ -245,7 +245,7 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 
 // rxRate floods the guest from the host side for d and measures what the
 // guest received, with the device's Config.IO.
-func rxRate(afPacket bool, io string, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
+func rxRate(afPacket bool, io virtionet.IOMode, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
 	env, err := newEnvIO(afPacket, io, tun, feat)
 	if err != nil {
 		return rate{}, err
@@ -290,14 +290,14 @@ func seed000(thr int, d time.Duration) (ThresholdRow, error) {
 	row := ThresholdRow{Threshold: thr}
 	tun := virtionet.DefaultTuning()
 	tun.NotifyThreshold = thr
-	m, err := txRate("", tun, 0, otherMAC, 64, d)
+	m, err := txRate(virtionet.IOWritev, tun, 0, otherMAC, 64, d)
 	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
 	return row, err
 }
 
 // txRate has the guest flood frameLen-byte UDP frames to dst for d and
 // measures what the device wrote to the tap, with the device's Config.IO.
-func txRate(io string, tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
+func txRate(io virtionet.IOMode, tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
 	env, err := newEnvIO(false, io, tun, feat)
 	if err != nil {
 		return rate{}, err

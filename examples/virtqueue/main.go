@@ -62,7 +62,7 @@ func run(out io.Writer) error {
 	defer unix.Close(sp.Peer)
 	var trace syncbuf.Buffer
 	dev, err := virtionet.New(virtionet.Config{
-		Ifname: "example", MAC: guestMAC, Tuning: virtionet.DefaultTuning(), Trace: &trace,
+		Ifname: "example", MAC: guestMAC, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning(), Trace: &trace,
 	}, sp)
 	if err != nil {
 		return err

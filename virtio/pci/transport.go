@@ -58,6 +58,27 @@ const (
 	NotifyExit
 )
 
+// String is the mode's name: "ioeventfd" or "exit".
+func (m NotifyMode) String() string {
+	switch m {
+	case NotifyIoeventfd:
+		return "ioeventfd"
+	case NotifyExit:
+		return "exit"
+	}
+	return fmt.Sprintf("NotifyMode(%d)", int(m))
+}
+
+// ParseNotifyMode parses a mode's name.
+func ParseNotifyMode(s string) (NotifyMode, error) {
+	for _, m := range []NotifyMode{NotifyIoeventfd, NotifyExit} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not one of ioeventfd, exit", s)
+}
+
 // Options configure a transport.
 type Options struct {
 	// BARAddr is where the VMM puts BAR 0 (BARSize bytes,
