@@ -358,3 +358,58 @@ func watchThreadNames() func() map[string]bool {
 	}()
 	return func() map[string]bool { close(stop); return <-done }
 }
+
+// TestLinuxGuestBootsFromTruncatedFiles truncates the kernel and initrd
+// files to nothing once Run has loaded them, before the guest runs its
+// first instruction: the guest must boot and run its command all the same,
+// since what it boots is the copy in its RAM, not the files. (Mapped from
+// the files instead, the guest's pages past the new end are gone, and the
+// guest or the VMM faults.)
+func TestLinuxGuestBootsFromTruncatedFiles(t *testing.T) {
+	h := kvm.Detect()
+	if !h.Usable {
+		t.Skip(h.Why)
+	}
+	if h.PVM {
+		t.Skip("host KVM is PVM: guest user space cannot make system calls here, so a command cannot run")
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, name := range []string{"vmlinux", "initramfs.cpio"} {
+		b, err := os.ReadFile(guestFile(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	truncated := false
+	testHookLoaded = func() {
+		for _, p := range files {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		truncated = true
+	}
+	defer func() { testHookLoaded = nil }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var console, log syncbuf.Buffer
+	status, err := Run(ctx, Config{
+		Kernel: files[0], Initrd: files[1], MemBytes: 256 << 20, CPUs: 1,
+		Command: []string{"sh", "-c", "echo booted; exit 5"},
+		Console: &console, Log: &log,
+	})
+	if !truncated {
+		t.Fatal("the files were not truncated after the load")
+	}
+	out := console.String()
+	if err != nil || status != 5 || !regexp.MustCompile(`(?m)^booted\r?$`).MatchString(out) {
+		t.Fatalf("status %d, err %v; want 5 and a booted line\nconsole:\n%s\nlog:\n%s", status, err, tail(out, 30), log.String())
+	}
+}

@@ -59,6 +59,10 @@ func (m *machine) logf(format string, args ...any) {
 	fmt.Fprintf(m.log, "tinyvmm: "+format+"\n", args...)
 }
 
+// testHookLoaded, set only by tests, runs in Run once the kernel and
+// initrd are in guest RAM and their files closed, before any vCPU exists.
+var testHookLoaded func()
+
 // Validate checks a Config without touching any file or /dev/kvm.
 func (c Config) Validate() error { return c.check() }
 
@@ -84,6 +88,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	m.boot.step("load kernel and initrd")
+	if testHookLoaded != nil {
+		testHookLoaded()
+	}
 	if err := m.openNets(); err != nil {
 		return 1, err
 	}
@@ -113,22 +120,19 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 }
 
 // loadGuest opens the kernel and initrd, maps RAM and lays the guest out,
-// reading the files straight into it. None of this needs KVM, so file
+// reading the files straight into it; they are closed when it returns. None of this needs KVM, so file
 // errors come before /dev/kvm errors.
 func (m *machine) loadGuest() (boot.CPUState, error) {
-	kernel, closeKernel, err := openInput(m.cfg.Kernel, m.cfg.KernelData, "kernel")
+	kernel, closeKernel, err := openInput(m.cfg.Kernel, m.cfg.KernelData, "kernel", m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err
 	}
 	defer closeKernel()
-	initrd, closeInitrd, err := openInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd")
+	initrd, closeInitrd, err := openInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd", m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err
 	}
 	defer closeInitrd()
-	if initrd != nil && uint64(initrd.Size()) >= m.cfg.MemBytes {
-		return boot.CPUState{}, fmt.Errorf("initrd (%d MiB) does not fit in %d MiB of guest memory; raise --mem", initrd.Size()>>20, m.cfg.MemBytes>>20)
-	}
 	m.ram, err = allocRAM(m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err

@@ -76,12 +76,7 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 		r.Table(stdout)
 		return r.Plot(filepath.Join(filepath.Dir(o.Report), "boot.png"))
 	}
-	host := kvm.Detect()
-	if !host.Usable || host.PVM {
-		why := host.Why
-		if host.PVM {
-			why = "this /dev/kvm is PVM, where the guest's user space cannot run"
-		}
+	if why := unfit(kvm.Detect()); why != "" {
 		return fmt.Errorf("bench boot needs a KVM that runs Linux user space (%s); bench/boot.sh runs it in the nested L1", why)
 	}
 	r, err := Bench(o, stderr)
@@ -278,3 +273,16 @@ func seconds(t, start time.Time) *float64 {
 }
 
 func unixNs(ns int64) time.Time { return time.Unix(0, ns) }
+
+// unfit says why host cannot run the benchmark's guests, or "" when it
+// can. A /dev/kvm that cannot be opened comes first: the kvm_pvm module
+// may be loaded on a machine with no /dev/kvm at all.
+func unfit(host kvm.Host) string {
+	switch {
+	case !host.Usable:
+		return host.Why
+	case host.PVM:
+		return "this /dev/kvm is PVM, where the guest's user space cannot run"
+	}
+	return ""
+}

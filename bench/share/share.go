@@ -46,7 +46,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	read := fs.String("read", "", "measure reading `FILE` here and print one JSON line (what runs inside the guest)")
 	dir := fs.String("dir", "", "scratch `DIR` for the file (default: a new directory in $TMPDIR)")
 	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
-	if err := cliflag.Parse(fs, "bench share", args); err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench share", "Usage: tinyvmm bench share [flags]   read throughput of a --share file in the guest vs the same read on the host\n\nFlags:", args, stdout); help || err != nil {
 		return err
 	}
 	if *size < 1 || *runs < 1 {

@@ -48,7 +48,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	runs := fs.Int("runs", 3, "transfers in the guest's one boot (the median is reported)")
 	netSpec := fs.String("net", "user", "the --net of the guest (e.g. user,mtu=9000)")
 	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
-	if err := cliflag.Parse(fs, "bench usernet", args); err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm bench usernet [flags]   guest->host TCP throughput over --net user vs the host's loopback\n\nFlags:", args, stdout); help || err != nil {
 		return err
 	}
 	if *size < 1 || *runs < 1 {
