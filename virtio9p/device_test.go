@@ -80,14 +80,52 @@ func (g *guest) exchangeBufs(out [][]byte, capacity int) []byte {
 	}
 	g.ring.Kick()
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	for {
 		for _, u := range g.ring.Used() {
 			return g.ring.ReadBuf(u, []byte{})
 		}
-		g.ring.Irq.Wait(10 * time.Millisecond)
+		// Ask for an interrupt at the next used element (used_event),
+		// then look again: the reply may have come in between.
+		if g.ring.EnableInterrupts() {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		g.ring.Irq.Wait(left)
 	}
 	g.t.Fatalf("no reply within 5 s (device failures: %v)", g.drv.Failures())
 	return nil
+}
+
+// exchangeMany posts every request at once, each with its room for the
+// reply, and returns the replies in the order the device used the chains
+// (nil after a timeout).
+func (g *guest) exchangeMany(reqs [][]byte, rooms []int) [][]byte {
+	g.t.Helper()
+	for i, req := range reqs {
+		if _, err := g.ring.AddChain([][]byte{req}, []uint32{uint32(rooms[i])}); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	g.ring.Kick()
+	var out [][]byte
+	deadline := time.Now().Add(5 * time.Second)
+	for len(out) < len(reqs) {
+		for _, u := range g.ring.Used() {
+			out = append(out, g.ring.ReadBuf(u, []byte{}))
+		}
+		if len(out) == len(reqs) || g.ring.EnableInterrupts() {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			g.t.Fatalf("%d of %d replies within 5 s (device failures: %v)", len(out), len(reqs), g.drv.Failures())
+		}
+		g.ring.Irq.Wait(left)
+	}
+	return out
 }
 
 // msg builds a 9P message with the size field filled in.
