@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hugelgupf/p9/p9"
@@ -24,7 +25,7 @@ func openWith(t *testing.T, lim Limits) (*Share, string) {
 // TestOpenFilesLimit: Open and Create past the limit get ENFILE and hold
 // no fd; Close gives the slot back.
 func TestOpenFilesLimit(t *testing.T) {
-	s, dir := openWith(t, Limits{Nodes: 100, OpenFiles: 3})
+	s, dir := openWith(t, Limits{NodeMemory: 1 << 20, OpenFiles: 3})
 	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
 	r := root(t, s)
 	var open []*File
@@ -71,7 +72,7 @@ func TestOpenFilesLimit(t *testing.T) {
 // TestNodesLimit: Attach and Walk past the limit get ENFILE; Close gives
 // the node back.
 func TestNodesLimit(t *testing.T) {
-	s, _ := openWith(t, Limits{Nodes: 3, OpenFiles: 3})
+	s, _ := openWith(t, Limits{NodeMemory: 3 * (NodeCost + len(".")), OpenFiles: 3})
 	r := root(t, s)
 	a := mustWalk(t, r)
 	mustWalk(t, r)
@@ -88,6 +89,23 @@ func TestNodesLimit(t *testing.T) {
 	mustWalk(t, r)
 }
 
+// TestLongPathsChargedMore: a File's path is part of what it costs, so a
+// guest cannot multiply the limit's memory by walking fids deep.
+func TestLongPathsChargedMore(t *testing.T) {
+	long := strings.Repeat("l", 200)
+	s, dir := openWith(t, Limits{NodeMemory: 2*NodeCost + len(".") + len("s") + len(long)/2, OpenFiles: 3})
+	os.Mkdir(filepath.Join(dir, "s"), 0o755)
+	os.Mkdir(filepath.Join(dir, long), 0o755)
+	r := root(t, s)
+	if _, err := walk(t, r, long); !errors.Is(err, unix.ENFILE) {
+		t.Fatalf("walk to a long name: %v, want ENFILE", err)
+	}
+	mustWalk(t, r, "s")
+	if n := s.Nodes(); n != 2 {
+		t.Fatalf("%d nodes, want 2", n)
+	}
+}
+
 // TestLimitsKeepFDsForTheVMM: however high the limit asked, a share holds
 // at most a quarter of the process's fds.
 func TestLimitsKeepFDsForTheVMM(t *testing.T) {
@@ -95,7 +113,7 @@ func TestLimitsKeepFDsForTheVMM(t *testing.T) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := openWith(t, Limits{Nodes: 10, OpenFiles: 1 << 30})
+	s, _ := openWith(t, Limits{NodeMemory: NodeCost, OpenFiles: 1 << 30})
 	if got := uint64(s.Limits().OpenFiles); got > rl.Cur/4 {
 		t.Fatalf("open files limit %d with an fd limit of %d", got, rl.Cur)
 	}

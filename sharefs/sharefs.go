@@ -15,9 +15,10 @@
 // Operations on a name (create, mkdir, unlink, rename, link) go through a
 // directory fd opened that way and a single path component.
 //
-// What a guest can hold in the host is bounded (Limits): the Files alive
-// at once, which bounds its fids (p9's server gives each fid its own File),
-// and the host files held open. Past either limit the request gets ENFILE.
+// What a guest can hold in the host is bounded (Limits): the memory of the
+// Files alive at once, which bounds its fids (p9's server gives each fid
+// its own File), and the host files held open. Past either limit the
+// request gets ENFILE.
 package sharefs
 
 import (
@@ -38,24 +39,28 @@ const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_N
 
 // Limits bound what a guest can hold in the host through one share.
 type Limits struct {
-	// Nodes bounds the Files alive at once. p9's server gives every fid
-	// its own File, so this bounds the guest's fids and the VMM memory
-	// they take.
-	Nodes int
+	// NodeMemory bounds the VMM memory the Files alive at once take,
+	// each charged NodeCost plus the length of its path. p9's server
+	// gives every fid its own File, so this bounds the guest's fids.
+	NodeMemory int
 	// OpenFiles bounds the host files held open at once (Open, Create).
 	OpenFiles int
 }
+
+// NodeCost is what one fid costs the VMM besides its path: ~400 bytes
+// measured (p9's fid and path records, and the File), rounded up.
+const NodeCost = 512
 
 // DefaultLimits are the limits Open uses.
 //
 // A Linux guest mounting with cache=mmap keeps a fid for each dentry it
 // caches, and drops them only under memory pressure, so walking a large
-// tree (a kernel checkout: ~90,000 files) needs that many; 2^18 nodes
-// take about 100 MiB of the VMM at most. Open files are those the guest's
-// processes hold open, like a host user's; OpenWith takes at most a
-// quarter of the process's fd limit, so the VMM keeps fds for itself
-// whatever the guest does.
-var DefaultLimits = Limits{Nodes: 1 << 18, OpenFiles: 4096}
+// tree (a kernel checkout: ~90,000 files) needs that many: 128 MiB holds
+// ~200,000 fids of typical paths, ~30,000 of the longest. Open files are
+// those the guest's processes hold open, like a host user's; OpenWith
+// takes at most a quarter of the process's fd limit, so the VMM keeps fds
+// for itself whatever the guest does.
+var DefaultLimits = Limits{NodeMemory: 128 << 20, OpenFiles: 4096}
 
 // Share is one host directory, the root of a 9P tree.
 type Share struct {
@@ -65,8 +70,8 @@ type Share struct {
 	// number be reused under a lookup.
 	rc syscall.RawConn
 
-	limits      Limits
-	nodes, open atomic.Int64 // Files alive, host files open
+	limits           Limits
+	nodes, mem, open atomic.Int64 // Files alive, what they are charged, host files open
 }
 
 // Open opens dir as a share with DefaultLimits. dir must be an existing
@@ -76,8 +81,8 @@ func Open(dir string) (*Share, error) { return OpenWith(dir, DefaultLimits) }
 // OpenWith opens dir as a share with the limits given; OpenFiles is
 // lowered to a quarter of the process's fd limit.
 func OpenWith(dir string, limits Limits) (*Share, error) {
-	if limits.Nodes < 1 || limits.OpenFiles < 1 {
-		return nil, fmt.Errorf("share %s: limits %+v: each must be at least 1", dir, limits)
+	if limits.NodeMemory < NodeCost || limits.OpenFiles < 1 {
+		return nil, fmt.Errorf("share %s: limits %+v: give NodeMemory at least NodeCost and OpenFiles at least 1", dir, limits)
 	}
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur != unix.RLIM_INFINITY {
@@ -124,10 +129,13 @@ func take(n *atomic.Int64, limit int) bool {
 // adopt counts f among the Files alive until its Close: ENFILE past the
 // limit.
 func (s *Share) adopt(f *File) (*File, error) {
-	if !take(&s.nodes, s.limits.Nodes) {
+	charge := int64(NodeCost + len(f.rel))
+	if s.mem.Add(charge) > int64(s.limits.NodeMemory) {
+		s.mem.Add(-charge)
 		return nil, unix.ENFILE
 	}
-	f.counted.Store(true)
+	s.nodes.Add(1)
+	f.charge.Store(charge)
 	return f, nil
 }
 
@@ -170,10 +178,10 @@ type File struct {
 	p9.DefaultWalkGetAttr
 	templatefs.NoopFile // xattrs: not supported
 
-	share   *Share
-	rel     string      // "." for the root; never contains ".." or a leading "/"
-	file    *os.File    // after Open or Create; counted in share.open
-	counted atomic.Bool // counted in share.nodes, until Close
+	share  *Share
+	rel    string       // "." for the root; never contains ".." or a leading "/"
+	file   *os.File     // after Open or Create; counted in share.open
+	charge atomic.Int64 // what adopt charged it, until Close
 }
 
 var _ p9.File = (*File)(nil)
@@ -376,7 +384,8 @@ func (f *File) FSync() error {
 // Close implements p9.File: the server calls it once it drops the File
 // (a clunk, a failed walk, the end of the session).
 func (f *File) Close() error {
-	if f.counted.Swap(false) {
+	if c := f.charge.Swap(0); c != 0 {
+		f.share.mem.Add(-c)
 		f.share.nodes.Add(-1)
 	}
 	if f.file == nil {

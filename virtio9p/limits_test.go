@@ -20,7 +20,7 @@ func TestOpenFilesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	const limit = 50
-	s, err := sharefs.OpenWith(dir, sharefs.Limits{Nodes: 1000, OpenFiles: limit})
+	s, err := sharefs.OpenWith(dir, sharefs.Limits{NodeMemory: 1 << 20, OpenFiles: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,11 @@ func TestOpenFilesBounded(t *testing.T) {
 
 // TestFidsBounded: every fid holds a node in the VMM; past the share's
 // limit a walk to a new fid gets ENFILE. A reset gives them all back.
+// (Clones of the root fid: each costs NodeCost and the path ".".)
 func TestFidsBounded(t *testing.T) {
 	dir := t.TempDir()
 	const limit = 64
-	s, err := sharefs.OpenWith(dir, sharefs.Limits{Nodes: limit, OpenFiles: 10})
+	s, err := sharefs.OpenWith(dir, sharefs.Limits{NodeMemory: limit * (sharefs.NodeCost + len(".")), OpenFiles: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
