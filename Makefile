@@ -68,7 +68,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./boot/
 	$(GO) test -run='^$$' -fuzz=FuzzDeviceRings -fuzztime=$(FUZZTIME) ./virtionet/
 	$(GO) test -run='^$$' -fuzz=FuzzCtrlQueue -fuzztime=$(FUZZTIME) ./virtionet/
-	$(GO) test -run='^$$' -fuzz=FuzzRequest -fuzztime=$(FUZZTIME) ./virtio9p/
+	$(GO) test -run='^$$' -fuzz=FuzzRequest -fuzztime=$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME),60000x) ./virtio9p/
 
 # The seed experiments at device level (the Go driver plays the guest; no KVM needed).
 bench-device: build
