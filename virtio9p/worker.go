@@ -173,6 +173,11 @@ func (w *worker) serve(c virtio.Chain) (written int, alive bool) {
 		// The server would take any msize, and then drop the whole
 		// session at the next message longer than it.
 		return w.lerror(tag, unix.EINVAL), true
+	case w.req[4] == msgTxattrcreate:
+		// p9's server takes any attr_size here and then buffers every
+		// Twrite to the fid until its Tclunk, with no bound; the share
+		// keeps no xattrs anyway, so creation stops here.
+		return putLerror(w.wbufs, tag, uint32(unix.EOPNOTSUPP)), true
 	case w.req[4] == msgTflush:
 		// Requests are served one at a time, so the one to flush has
 		// already been answered: Rflush at once. (The server would wait
@@ -186,6 +191,9 @@ func (w *worker) serve(c virtio.Chain) (written int, alive bool) {
 	case <-w.quit:
 		return 0, false
 	}
+	// done closes at the reply's last byte (conn.Write follows the
+	// server's framing), and the server replies only after reading the
+	// whole request: from then on w.req is the worker's to reuse.
 	select {
 	case <-r.done:
 	case <-w.quit:
