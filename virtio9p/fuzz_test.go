@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/sharefs"
 )
 
