@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"testing"
 
-	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/sharefs"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // FuzzRequest feeds arbitrary bytes to the device as one request, the way
