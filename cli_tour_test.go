@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"tinyvmm/kvm"
+	"tinyvmm/tour"
 )
 
 func TestTourUsage(t *testing.T) {
@@ -58,5 +59,52 @@ func TestTourWithoutKVMNamesTheLab(t *testing.T) {
 	msg := stderr.String()
 	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "tinyvmm: tour: ") || !strings.Contains(msg, "tinyvmm-lab") || !strings.Contains(msg, "make build guest") {
 		t.Errorf("stderr %q: want one line naming tinyvmm-lab and make build guest", msg)
+	}
+}
+
+// Without a KVM that runs Linux user space, tinyvmm tour runs its guest
+// part through the tinyvmm-lab beside it, `nested ... -- tour --emit-data`,
+// and tells the story from the data on that command's stdout. A script
+// plays the lab here, with a canned run's data among console lines.
+func TestTourRunsItsGuestThroughTheLab(t *testing.T) {
+	if h := kvm.Detect(); h.Usable && !h.PVM {
+		t.Skip("this host's KVM runs the tour here")
+	}
+	data, err := filepath.Abs("tour/testdata/ping.data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tinyvmm")
+	raw, err := os.ReadFile(buildBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	argsFile := filepath.Join(dir, "lab-args")
+	lab := "#!/bin/sh\necho \"$*\" > " + argsFile + "\necho '[    1.234] L1 kernel line'\nwhile read -r l; do echo \"$l\"; echo 'NESTED-STEP noise'; done < " + data + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "tinyvmm-lab"), []byte(lab), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "tour", "--seeds=false")
+	cmd.Dir = t.TempDir()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr %q", err, stderr.String())
+	}
+	if got, _ := os.ReadFile(argsFile); strings.TrimSpace(string(got)) != "nested -probe-exits 0 -- tour --seeds=false --emit-data" {
+		t.Errorf("the lab ran with %q", got)
+	}
+	out := stdout.String()
+	for _, want := range []string{tour.Title, "64 bytes from 10.0.2.1", "virtionet/", "nested L1", tour.End} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the tour lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "tinyvmm-lab nested") {
+		t.Errorf("stderr %q does not say the guest runs through tinyvmm-lab nested", stderr.String())
 	}
 }

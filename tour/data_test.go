@@ -1,6 +1,7 @@
 package tour
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,26 @@ func TestDataRoundTrip(t *testing.T) {
 	}
 	if _, err := unended.Result(); err == nil || unended.Done() {
 		t.Error("no error without the end line")
+	}
+}
+
+// testdata/ping.data is a run's data as the nested L1 hands it over (the
+// canned ping of these tests): the CLI's test plays the lab command with
+// it. It must stay what WriteData writes; TOUR_UPDATE=1 rewrites it.
+func TestPingDataFile(t *testing.T) {
+	evs, _ := ParseTrace(strings.NewReader(pingTrace))
+	r := Result{Events: evs, Stats: pingStats(), Ping: []string{"64 bytes from 10.0.2.1: seq=0 ttl=64 time=0.9 ms"}, Elapsed: 1500000000}
+	var b strings.Builder
+	if err := WriteData(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	const file = "testdata/ping.data"
+	if os.Getenv("TOUR_UPDATE") != "" {
+		if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if raw, err := os.ReadFile(file); err != nil || string(raw) != b.String() {
+		t.Errorf("%s is not what WriteData writes now (%v): TOUR_UPDATE=1 go test -run TestPingDataFile ./tour", file, err)
 	}
 }
