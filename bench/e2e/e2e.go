@@ -112,6 +112,12 @@ func detectSystems(o Options, host kvm.Host) map[System]systemState {
 		q.Skip = "skipped: no " + o.QEMU + " (apt-get install qemu-system-x86)"
 	}
 	st[SysQEMU] = q
+	v := q
+	v.Label = strings.Replace(q.Label, "QEMU", "QEMU+vhost", 1)
+	if v.Skip == "" && fileMissing(vhostNet) {
+		v.Skip = "skipped: no " + vhostNet + " (a host kernel with CONFIG_VHOST_NET; modprobe vhost_net)"
+	}
+	st[SysQEMUVhost] = v
 	return st
 }
 
@@ -132,8 +138,8 @@ func fileMissing(p string) bool {
 }
 
 func (o Options) experiments(r *runner) []experiment {
-	vms := []System{SysTinyvmm, SysQEMU}
-	all := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	vms := []System{SysTinyvmm, SysQEMUVhost, SysQEMU}
+	all := []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU}
 	exps := []experiment{
 		{"tx64", "guest->host pps, 64 B", "pps", all, func(s System) Sample { return r.tx(s, 64, 1, nil) }},
 		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},

@@ -183,6 +183,37 @@ func (r *Report) ratio(metric, detail string, a, b System) string {
 	return fmt.Sprintf("%.2f", va/vb)
 }
 
+// pairedRatio is the median over the rounds of a/b, each round's runs of
+// the two systems taken together (they ran back to back), over the rounds
+// where both worked: it cancels the load that moves both alike.
+func (r *Report) pairedRatio(metric, detail string, a, b System) string {
+	if !r.Systems[b].Comparable || r.Systems[a].Skip != "" || r.Systems[b].Skip != "" {
+		return "-"
+	}
+	ca, cb := r.cell(metric, a), r.cell(metric, b)
+	if ca == nil || cb == nil {
+		return "-"
+	}
+	var ratios []float64
+	for i := range min(len(ca.Samples), len(cb.Samples)) {
+		sa, sb := ca.Samples[i], cb.Samples[i]
+		if sa.Err != "" || sb.Err != "" {
+			continue
+		}
+		va, vb := sa.Value, sb.Value
+		if detail != "" {
+			va, vb = sa.Detail[detail], sb.Detail[detail]
+		}
+		if vb > 0 {
+			ratios = append(ratios, va/vb)
+		}
+	}
+	if len(ratios) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", median(ratios))
+}
+
 type row struct{ metric, detail, title string }
 
 func (r *Report) printTable(w io.Writer) {
@@ -195,7 +226,7 @@ func (r *Report) printTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "each cell: median of %d runs interleaved between systems, %d s per run; ratios: tinyvmm / other (n/c: not comparable)\n\n",
 		r.Runs, r.Secs)
-	systems := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	systems := []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU}
 	rows := []row{
 		{"tx64", "", "guest->host pps, 64 B"},
 		{"tx1400", "", "guest->host pps, 1400 B"},
@@ -213,14 +244,19 @@ func (r *Report) printTable(w io.Writer) {
 	for _, s := range systems {
 		header += r.Systems[s].Label + "\t"
 	}
-	fmt.Fprintln(tw, header+"tinyvmm/ceiling\ttinyvmm/QEMU\t")
+	fmt.Fprintln(tw, header+"tinyvmm/ceiling\ttinyvmm/vhost\ttinyvmm/QEMU\tpaired /vhost\tpaired /QEMU\t")
 	for _, rw := range rows {
 		line := rw.title + "\t"
 		for _, s := range systems {
 			txt, _, _ := r.value(rw.metric, s, rw.detail)
 			line += txt + "\t"
 		}
-		line += r.ratio(rw.metric, rw.detail, SysTinyvmm, SysCeiling) + "\t" + r.ratio(rw.metric, rw.detail, SysTinyvmm, SysQEMU) + "\t"
+		for _, o := range []System{SysCeiling, SysQEMUVhost, SysQEMU} {
+			line += r.ratio(rw.metric, rw.detail, SysTinyvmm, o) + "\t"
+		}
+		for _, o := range []System{SysQEMUVhost, SysQEMU} {
+			line += r.pairedRatio(rw.metric, rw.detail, SysTinyvmm, o) + "\t"
+		}
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
@@ -229,14 +265,16 @@ func (r *Report) printTable(w io.Writer) {
 
 	fmt.Fprintf(w, "\nseed 000: tx pps at 64 B vs the driver's kick threshold (a notify decision every N frames)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "kick\t%s\t%s\ttinyvmm/QEMU\t\n", r.Systems[SysTinyvmm].Label, r.Systems[SysQEMU].Label)
+	fmt.Fprintf(tw, "kick\t%s\t%s\t%s\ttinyvmm/vhost\ttinyvmm/QEMU\t\n", r.Systems[SysTinyvmm].Label, r.Systems[SysQEMUVhost].Label, r.Systems[SysQEMU].Label)
 	for _, e := range r.exps {
 		if !strings.HasPrefix(e.Key, "kick") {
 			continue
 		}
 		a, _, _ := r.value(e.Key, SysTinyvmm, "")
+		v, _, _ := r.value(e.Key, SysQEMUVhost, "")
 		b, _, _ := r.value(e.Key, SysQEMU, "")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "kick"), a, b, r.ratio(e.Key, "", SysTinyvmm, SysQEMU))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "kick"), a, v, b,
+			r.ratio(e.Key, "", SysTinyvmm, SysQEMUVhost), r.ratio(e.Key, "", SysTinyvmm, SysQEMU))
 	}
 	tw.Flush()
 
@@ -297,7 +335,7 @@ func (r *Report) printTable(w io.Writer) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
-	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMU} {
+	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU} {
 		if skip := r.Systems[s].Skip; skip != "" {
 			fmt.Fprintf(w, "\n%s: %s", r.Systems[s].Label, skip)
 		}
@@ -310,9 +348,10 @@ func (r *Report) printTable(w io.Writer) {
 // throughput cells: the counts that decide the cost on any KVM.
 func (r *Report) printPerFrame(w io.Writer) {
 	fmt.Fprintf(w, "\nper frame, medians (KVM's counters of the VM between the guest's ready and result lines;\n"+
-		"kicks: the guest's notify writes; irqs: interrupts KVM injected; host us: the VMM's CPU outside the guest)\n")
+		"kicks: the guest's notify writes; irqs: interrupts KVM injected; host us: the VMM's CPU outside the guest,\n"+
+		"vhost-net's worker included; columns: tinyvmm, QEMU+vhost, QEMU)\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\thost us tinyvmm\thost us QEMU\t")
+	fmt.Fprintln(tw, "metric\texits t\tv\tq\tkicks t\tv\tq\tirqs t\tv\tq\thost us t\tv\tq\t")
 	keys := []string{"tx64", "tx1400", "rx64", "rx64irq", "rx64pg"}
 	for _, e := range r.exps {
 		if strings.HasPrefix(e.Key, "kick") {
@@ -327,7 +366,7 @@ func (r *Report) printPerFrame(w io.Writer) {
 			func(c *Cell) *float64 { return c.IRQsPerFrame },
 			func(c *Cell) *float64 { return c.HostCPUPerFrame },
 		} {
-			for _, s := range []System{SysTinyvmm, SysQEMU} {
+			for _, s := range []System{SysTinyvmm, SysQEMUVhost, SysQEMU} {
 				line += r.perFrame(k, s, get) + "\t"
 			}
 		}

@@ -163,3 +163,52 @@ func TestTableVariants(t *testing.T) {
 		t.Errorf("a variant's row is in the main table:\n%s", text)
 	}
 }
+
+// The paired ratio is the median of the rounds' own ratios, over the
+// rounds where both systems' runs worked; the table has the qemu-vhost
+// column, its ratio and both paired ratios.
+func TestPairedRatioAndVhostColumn(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = nil, nil
+	o.Only = []string{"tx64"}
+	host := kvm.Host{Usable: true}
+	rep := newReport(o, host, map[System]systemState{
+		SysTinyvmm: {Label: "tinyvmm", Comparable: true}, SysCeiling: {Label: "ceiling", Comparable: true},
+		SysQEMUVhost: {Label: "QEMU+vhost (KVM)", Comparable: true}, SysQEMU: {Label: "QEMU (KVM)", Comparable: true},
+	})
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.plan(exps)
+	// Rounds: tinyvmm/vhost 2, 1, (failed), 4, 3: paired median 2.5,
+	// while the medians' ratio is 300/150 = 2.
+	tv := []float64{200, 100, 0, 400, 300}
+	vh := []float64{100, 100, 50, 100, 100}
+	for i := range tv {
+		s := Sample{Value: tv[i]}
+		if tv[i] == 0 {
+			s = Sample{Err: "boom"}
+		}
+		rep.add(exps[0], SysTinyvmm, s)
+		rep.add(exps[0], SysQEMUVhost, Sample{Value: vh[i]})
+		rep.add(exps[0], SysQEMU, Sample{Value: 50})
+	}
+	rep.finish(time.Second)
+	if got := rep.pairedRatio("tx64", "", SysTinyvmm, SysQEMUVhost); got != "2.50" {
+		t.Errorf("paired tinyvmm/vhost = %s, want 2.50", got)
+	}
+	if got := rep.ratio("tx64", "", SysTinyvmm, SysQEMUVhost); got != "2.50" { // 250/100
+		t.Errorf("tinyvmm/vhost = %s, want 2.50", got)
+	}
+	if got := rep.pairedRatio("tx64", "", SysTinyvmm, SysQEMU); got != "5.00" {
+		t.Errorf("paired tinyvmm/QEMU = %s, want 5.00", got)
+	}
+	var out bytes.Buffer
+	rep.printTable(&out)
+	for _, want := range []string{"QEMU+vhost (KVM)", "tinyvmm/vhost", "paired /vhost", "2.50", "5.00"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

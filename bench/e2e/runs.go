@@ -17,6 +17,9 @@ const (
 	SysTinyvmm System = "tinyvmm"
 	SysCeiling System = "ceiling"
 	SysQEMU    System = "qemu"
+	// SysQEMUVhost is QEMU with vhost=on: the kernel's vhost-net moves
+	// the frames (vhost.go).
+	SysQEMUVhost System = "qemu-vhost"
 )
 
 // Sample is one run's outcome: the headline value and the details behind it.
@@ -197,6 +200,7 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	for k, v := range run.Switches {
 		s.Detail[k] = float64(v)
 	}
+	s.Detail["vmm_workers"] = float64(run.Workers)
 	if cpu, ok := s.Detail["vmm_host_cpu_ms"]; ok && frames > 0 {
 		s.Detail["host_cpu_us_per_frame"] = cpu * 1000 / frames
 	}
