@@ -151,6 +151,11 @@ func (o Options) experiments(r *runner) []experiment {
 	if pktgenHere() || slices.Contains(o.Only, "rx64pg") {
 		exps = append(exps, experiment{"rx64pg", "host->guest pps, 64 B, pktgen sender", "pps", vms, func(s System) Sample { return r.rx(s, false, PktgenFlood, nil) }})
 	}
+	// The Linux guest's cells where the host side has iperf3, or where
+	// they are asked for.
+	if lxHere() == "" || slices.Contains(o.Only, "linux") {
+		exps = append(exps, experiment{"linux", "Linux guest: iperf3 TCP/UDP, TCP request/response", "Mbit/s", vms, r.linux})
+	}
 	exps = append(exps, []experiment{
 		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, pingIdle, nil) }},
 		{"ping_idle_irq", "ping, guest halted between interrupts", "us", vms, func(s System) Sample { return r.ping(s, pingIdleIRQ, nil) }},
@@ -240,6 +245,7 @@ func RunE2E(o Options) (*Report, error) {
 		QEMUMachine: o.QEMUMachine, QEMUPreload: o.QEMUPreload}
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
+	defer r.cleanup()
 	if o.Pin {
 		p, err := newPinning()
 		if err == nil {

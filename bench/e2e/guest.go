@@ -164,7 +164,12 @@ type guestProc struct {
 const keepLines = 40
 
 func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string, pin *pinning) (*guestProc, error) {
-	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1), pin: pin}
+	return startVMM(ns, cfg.command(vmm, cmdline), vmm, pin)
+}
+
+// startVMM starts cmd, a VMM whose guest prints BENCH lines, in ns.
+func startVMM(ns *Namespace, cmd *exec.Cmd, vmm VMM, pin *pinning) (*guestProc, error) {
+	g := &guestProc{vmm: vmm, cmd: cmd, ready: make(chan struct{}), done: make(chan error, 1), pin: pin}
 	g.run.Status, g.run.IOURings = -1, -1
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {

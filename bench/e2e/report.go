@@ -234,6 +234,17 @@ func (r *Report) printTable(w io.Writer) {
 		{"rx64irq", "", "host->guest pps, 64 B, guest irqs"},
 		{"rx64pg", "", "host->guest pps, 64 B, pktgen"},
 	}
+	if r.hasPrefix("linux") {
+		rows = append(rows, []row{
+			{"linux", "tcp_rx_mbps", "Linux TCP host->guest Mbit/s"},
+			{"linux", "tcp_tx_mbps", "Linux TCP guest->host Mbit/s"},
+			{"linux", "udp_rx_pps", fmt.Sprintf("Linux UDP %d B host->guest pps", lxUDPSize)},
+			{"linux", "udp_tx_pps", fmt.Sprintf("Linux UDP %d B guest->host pps", lxUDPSize)},
+			{"linux", "rr_tps", "Linux TCP_RR round trips/s"},
+			{"linux", "rr_p50_us", "Linux TCP_RR p50 us"},
+			{"linux", "rr_p99_us", "Linux TCP_RR p99 us"},
+		}...)
+	}
 	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_idle_irq", "idle, irqs"}, {"ping_flood", "under tx flood"}} {
 		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us"} {
 			rows = append(rows, row{p.key, d, fmt.Sprintf("ping %s %s", p.name, strings.TrimSuffix(d, "_us")+" us")})
@@ -358,16 +369,34 @@ func (r *Report) printPerFrame(w io.Writer) {
 			keys = append(keys, e.Key)
 		}
 	}
+	type perFrameRow struct {
+		name, metric string
+		gets         []func(*Cell) *float64
+	}
+	var rows []perFrameRow
 	for _, k := range keys {
-		line := k + "\t"
-		for _, get := range []func(*Cell) *float64{
+		rows = append(rows, perFrameRow{k, k, []func(*Cell) *float64{
 			func(c *Cell) *float64 { return c.ExitsPerFrame },
 			func(c *Cell) *float64 { return c.KicksPerFrame },
 			func(c *Cell) *float64 { return c.IRQsPerFrame },
 			func(c *Cell) *float64 { return c.HostCPUPerFrame },
-		} {
+		}})
+	}
+	if r.hasPrefix("linux") {
+		// The Linux guest's measurements keep theirs in the details.
+		for _, m := range lxMeasures {
+			var gets []func(*Cell) *float64
+			for _, k := range []string{"exits_per_frame", "kicks_per_frame", "irqs_per_frame", "host_cpu_us_per_frame"} {
+				gets = append(gets, func(c *Cell) *float64 { return c.detailPtr(m + "_" + k) })
+			}
+			rows = append(rows, perFrameRow{"linux " + m, "linux", gets})
+		}
+	}
+	for _, rw := range rows {
+		line := rw.name + "\t"
+		for _, get := range rw.gets {
 			for _, s := range []System{SysTinyvmm, SysQEMUVhost, SysQEMU} {
-				line += r.perFrame(k, s, get) + "\t"
+				line += r.perFrame(rw.metric, s, get) + "\t"
 			}
 		}
 		fmt.Fprintln(tw, line)

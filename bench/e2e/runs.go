@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -46,6 +47,11 @@ type runner struct {
 	cpuprofile string
 	// pin, with --pin, gives each run's vCPU a CPU of its own (pin.go).
 	pin *pinning
+	// The Linux guest (linux.go), made once by lxPrepare in lxDir.
+	lxOnce sync.Once
+	lx     *lxGuest
+	lxErr  error
+	lxDir  string
 }
 
 func (r *runner) guestTimeout() time.Duration {

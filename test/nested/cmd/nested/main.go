@@ -46,6 +46,8 @@ func main() {
 	flag.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
 	flag.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	flag.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
+	var tools listFlag
+	flag.Var(&tools, "tool", "a host program (a path or a name in $PATH) to put into L1 with its libraries, at its own path (repeatable; bench/nested.sh: iperf3)")
 	flag.Parse()
 
 	if *kernel == "" {
@@ -76,6 +78,7 @@ func main() {
 		Tinyvmm:     flag.Args(),
 		Commands:    runs,
 		ProbeExits:  *probe,
+		Tools:       tools,
 	}
 	if *withQEMU {
 		plan.QEMU = nested.QEMUBinary

@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/u-root/u-root/pkg/cpio"
+)
+
+// Every VMM boots the same kernel and initramfs with one vCPU and 256 MiB,
+// the same kernel arguments, on the same tap; the QEMUs differ in vhost only.
+func TestLinuxGuestCommandLines(t *testing.T) {
+	c := GuestConfig{Tinyvmm: "/t/tinyvmm", QEMU: "qemu-system-x86_64", QEMUAccel: "kvm"}
+	g := lxGuest{Kernel: "/g/vmlinux", Initrd: "/g/lx.cpio"}
+	tv := strings.Join(c.lxCommand(Tinyvmm, g).Args, " ")
+	want := "/t/tinyvmm run --kernel /g/vmlinux --initrd /g/lx.cpio --cpus 1 --mem 256M --net tap=" + TapName +
+		" --append " + lxKernelArgs + " -- /bin/tvlx bench e2e lxguest"
+	if tv != want {
+		t.Errorf("tinyvmm:\n got %s\nwant %s", tv, want)
+	}
+	vh, q := c.lxCommand(QEMUVhost, g).Args, c.lxCommand(QEMU, g).Args
+	for _, w := range []string{"-kernel /g/vmlinux", "-initrd /g/lx.cpio", "-smp 1", "-m 256M", "-cpu host", "ifname=" + TapName} {
+		if !strings.Contains(strings.Join(vh, " "), w) || !strings.Contains(strings.Join(q, " "), w) {
+			t.Errorf("QEMU lacks %q:\n%q\n%q", w, vh, q)
+		}
+	}
+	i := slices.Index(q, "-append")
+	// The command line tinyvmm gives the same guest (vmm.kernelCmdline).
+	if i < 0 || !strings.HasPrefix(q[i+1], "console=ttyS0 reboot=k panic=-1 quiet "+lxKernelArgs+" tinyvmm.cmd=") {
+		t.Errorf("QEMU -append: %q", q)
+	}
+	if !strings.Contains(strings.Join(vh, " "), "vhost=on") || !strings.Contains(strings.Join(q, " "), "vhost=off") {
+		t.Errorf("vhost: %q / %q", vh, q)
+	}
+	vh = slices.DeleteFunc(vh, func(s string) bool { return strings.Contains(s, "vhost=") })
+	q = slices.DeleteFunc(q, func(s string) bool { return strings.Contains(s, "vhost=") })
+	if !slices.Equal(vh, q) {
+		t.Errorf("the QEMUs differ beyond vhost:\n%q\n%q", vh, q)
+	}
+}
+
+func TestIperfArgs(t *testing.T) {
+	for m, want := range map[string]string{
+		"tcp_rx": "-c 10.0.2.15 -p 5201 -t 3 -J",
+		"tcp_tx": "-c 10.0.2.15 -p 5201 -t 3 -J -R",
+		"udp_rx": "-c 10.0.2.15 -p 5201 -t 3 -J -u -l 64 -b 0",
+		"udp_tx": "-c 10.0.2.15 -p 5201 -t 3 -J -u -l 64 -b 0 -R",
+	} {
+		if got := strings.Join(iperfArgs(m, 3), " "); got != want {
+			t.Errorf("%s: %s, want %s", m, got, want)
+		}
+	}
+}
+
+func TestParseIperf(t *testing.T) {
+	tcp := `{"start":{},"end":{"sum_sent":{"bits_per_second":2e9},"sum_received":{"seconds":2,"bits_per_second":1.5e9}}}`
+	if v, err := parseIperf([]byte(tcp), false); err != nil || v != 1500 {
+		t.Errorf("tcp: %v %v, want 1500 Mbit/s", v, err)
+	}
+	// iperf3 3.12: UDP's one sum, from the receiver's report.
+	udp := `{"end":{"sum":{"seconds":2,"packets":1000,"lost_packets":200}}}`
+	if v, err := parseIperf([]byte(udp), true); err != nil || v != 400 {
+		t.Errorf("udp: %v %v, want 400 pps", v, err)
+	}
+	udp2 := `{"end":{"sum":{"seconds":2,"packets":1000,"lost_packets":0},"sum_received":{"seconds":2,"packets":500,"lost_packets":100}}}`
+	if v, err := parseIperf([]byte(udp2), true); err != nil || v != 200 {
+		t.Errorf("udp with sum_received: %v %v, want 200 pps", v, err)
+	}
+	for _, bad := range []string{`{"error":"unable to connect"}`, `{"end":{}}`, `not json`, `{"end":{"sum":{"seconds":2,"packets":5,"lost_packets":5}}}`} {
+		if _, err := parseIperf([]byte(bad), strings.Contains(bad, "packets")); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+func TestParseNetDevAndKicks(t *testing.T) {
+	dev := `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  tap0: 1234567    8901    0    0    0     0          0         0  7654321    4321    0    0    0     0       0          0
+`
+	rx, tx, err := parseNetDev([]byte(dev), "tap0")
+	if err != nil || rx != 8901 || tx != 4321 {
+		t.Errorf("tap0: rx %d tx %d %v, want 8901 4321", rx, tx, err)
+	}
+	if _, _, err := parseNetDev([]byte(dev), "tap1"); err == nil {
+		t.Error("tap1: no error")
+	}
+	n, err := sumKicks("rx_queue_0_packets=9 rx_queue_0_kicks=3 tx_queue_0_kicks=40 tx_queue_0_bytes=7")
+	if err != nil || n != 43 {
+		t.Errorf("kicks %d %v, want 43", n, err)
+	}
+	if _, err := sumKicks("peer_ifindex=3"); err == nil {
+		t.Error("no kick counters: no error")
+	}
+}
+
+func TestRRStats(t *testing.T) {
+	var lat []time.Duration
+	for i := 1; i <= 100; i++ {
+		lat = append(lat, time.Duration(101-i)*time.Microsecond)
+	}
+	r := rrStats(lat, time.Second)
+	if r.Trips != 100 || r.P50 != 50*time.Microsecond || r.P99 != 99*time.Microsecond {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestLXPerFrame(t *testing.T) {
+	b := lxSnap{kvm: kvmCounts{"exits": 100, "io_exits": 10, "irq_injections": 5}, tapRx: 10, tapTx: 20, kicks: 7,
+		sw: threadSwitches{"9": {user: 10}, "20": {sys: 5, worker: true}}}
+	a := lxSnap{kvm: kvmCounts{"exits": 400, "io_exits": 10, "irq_injections": 55}, tapRx: 110, tapTx: 120, kicks: 27,
+		sw: threadSwitches{"9": {user: 12}, "20": {sys: 7, worker: true}}}
+	d := lxPerFrame(b, a, 9)
+	want := map[string]float64{"frames": 200, "exits_per_frame": 1.5, "irqs_per_frame": 0.25, "kicks_per_frame": 0.1,
+		"host_cpu_us_per_frame": 200, "worker_cpu_ms": 20}
+	for k, v := range want {
+		if d[k] != v {
+			t.Errorf("%s = %v, want %v (all %v)", k, d[k], v, d)
+		}
+	}
+}
+
+// The guest's initramfs is the default one followed by an archive with
+// iperf3, its libraries and the helper.
+func TestLinuxGuestInitramfs(t *testing.T) {
+	if lxHere() != "" {
+		t.Skip(lxHere())
+	}
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.cpio")
+	var b bytes.Buffer
+	w := cpio.Newc.Writer(&b)
+	if err := cpio.WriteRecords(w, []cpio.Record{cpio.StaticFile("init", "#!/bin/sh\n", 0o755)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cpio.WriteTrailer(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := lxInitramfs(dir, base, os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, b.Bytes()) {
+		t.Fatal("the base archive is not first")
+	}
+	names := map[string]bool{}
+	rd := cpio.Newc.Reader(bytes.NewReader(data[len(b.Bytes()):]))
+	for {
+		rec, err := rd.ReadRecord()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[rec.Name] = true
+	}
+	iperf, _ := exec.LookPath("iperf3")
+	libs := []string{"bin/tvlx", strings.TrimPrefix(iperf, "/")}
+	for _, l := range []string{"libiperf.so.0", "libc.so.6"} {
+		found := false
+		for n := range names {
+			found = found || strings.HasSuffix(n, "/"+l)
+		}
+		if !found {
+			t.Errorf("no %s in the added archive: %v", l, names)
+		}
+	}
+	for _, n := range libs {
+		if !names[n] {
+			t.Errorf("no %s in the added archive: %v", n, names)
+		}
+	}
+}
+
+// The guest side and the harness's clients, on one machine: the guest's
+// address on a veth in a namespace of the test's own. iperf3 both ways,
+// TCP and UDP, the request/response loop, the driver's counters and quit.
+func TestLinuxGuestSideAnswersTheHarness(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	if lxHere() != "" {
+		t.Skip(lxHere())
+	}
+	ns, err := NewNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if err := ns.AddVeth("lxa", "lxb"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.AddAddr("lxa", LinuxGuestIP+"/32"); err != nil {
+		t.Fatal(err)
+	}
+	defer func(v string) { lxIfname = v }(lxIfname)
+	lxIfname = "lxa"
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- ns.Do(func() error { return MainLXGuest(nil, pw) })
+		pw.Close()
+	}()
+	var console bytes.Buffer
+	lines := make(chan string, 8)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := pr.Read(buf)
+			console.Write(buf[:n]) // only this goroutine writes
+			for _, l := range strings.Split(string(buf[:n]), "\n") {
+				if l != "" {
+					lines <- l
+				}
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	select {
+	case l := <-lines:
+		if !strings.HasPrefix(l, "BENCH ready") {
+			t.Fatalf("first line %q", l)
+		}
+	case err := <-done:
+		t.Fatalf("guest side ended: %v", err)
+	case <-time.After(40 * time.Second):
+		t.Fatal("no ready line")
+	}
+	for _, m := range []string{"tcp_rx", "tcp_tx", "udp_rx", "udp_tx"} {
+		v, err := iperf(ns, m, 1)
+		if err != nil || v <= 0 {
+			t.Errorf("%s: %v %v", m, v, err)
+		}
+		t.Logf("%s: %.0f", m, v)
+	}
+	rr, err := requestResponse(ns, 300*time.Millisecond)
+	if err != nil || rr.Trips == 0 || rr.P99 < rr.P50 {
+		t.Errorf("request/response: %+v %v", rr, err)
+	}
+	st, err := lxControlCmd(ns, "stats")
+	if err != nil || !strings.Contains(st, "=") {
+		t.Errorf("stats: %q %v", st, err)
+	}
+	if _, err := lxControlCmd(ns, "bogus"); err == nil {
+		t.Error("an unknown command: no error")
+	}
+	if _, err := lxControlCmd(ns, "quit"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the guest side did not end at quit")
+	}
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	if !slices.Contains(rest, "BENCH result mode=linux ok=1") || !slices.Contains(rest, "BENCH exit status=0") {
+		t.Errorf("after quit: %q", rest)
+	}
+}
