@@ -154,7 +154,7 @@ func (o Options) experiments(r *runner) []experiment {
 	// The Linux guest's cells where the host side has iperf3, or where
 	// they are asked for.
 	if lxHere() == "" || slices.Contains(o.Only, "linux") {
-		exps = append(exps, experiment{"linux", "Linux guest: iperf3 TCP/UDP, TCP request/response", "Mbit/s", vms, r.linux})
+		exps = append(exps, experiment{"linux", lxTitle, "Mbit/s", vms, func(s System) Sample { return r.linux(s, nil) }})
 	}
 	exps = append(exps, []experiment{
 		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, pingIdle, nil) }},
@@ -178,7 +178,11 @@ func (o Options) experiments(r *runner) []experiment {
 			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, pingIdle, v.Args) }},
 			{"ping_idle_irq@" + v.Name, "ping, guest halted between interrupts", "us", nil, func(s System) Sample { return r.ping(s, pingIdleIRQ, v.Args) }},
 			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, pingFlood, v.Args) }},
+			{"linux@" + v.Name, lxTitle, "Mbit/s", nil, func(s System) Sample { return r.linux(s, v.Args) }},
 		} {
+			if strings.HasPrefix(e.Key, "linux@") && !slices.ContainsFunc(exps, func(e experiment) bool { return e.Key == "linux" }) {
+				continue // no Linux-guest cells here
+			}
 			e.Systems = []System{SysTinyvmm}
 			exps = append(exps, e)
 		}

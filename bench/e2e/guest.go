@@ -54,15 +54,7 @@ type GuestConfig struct {
 func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 	switch vmm {
 	case Tinyvmm:
-		net := "tap=" + TapName
-		var extra []string
-		for _, a := range c.TinyvmmArgs {
-			if opt, ok := strings.CutPrefix(a, "net:"); ok {
-				net += "," + opt
-			} else {
-				extra = append(extra, a)
-			}
-		}
+		net, extra := c.tinyvmmNet()
 		args := []string{"run", "--kernel", c.ELF}
 		if !slices.Contains(strings.Fields(cmdline), "irq=1") {
 			args = append(args, "--bench-guest")
@@ -93,6 +85,20 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 		}
 		return cmd
 	}
+}
+
+// tinyvmmNet is tinyvmm's --net for the bench's tap with TinyvmmArgs'
+// net:KEY=VALUE options, and the rest of TinyvmmArgs.
+func (c GuestConfig) tinyvmmNet() (net string, extra []string) {
+	net = "tap=" + TapName
+	for _, a := range c.TinyvmmArgs {
+		if opt, ok := strings.CutPrefix(a, "net:"); ok {
+			net += "," + opt
+		} else {
+			extra = append(extra, a)
+		}
+	}
+	return net, extra
 }
 
 // DefaultQEMUMachine is the bench's QEMU machine: q35 without the i8254

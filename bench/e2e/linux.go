@@ -39,6 +39,9 @@ import (
 // the driver's notifies (ethtool's rx/tx_queue_N_kicks) and the VMM's
 // host CPU (vhost's worker included), per frame crossing the tap.
 
+// lxTitle is the linux cells' title.
+const lxTitle = "Linux guest: iperf3 TCP/UDP, TCP request/response"
+
 // lxMeasures are the measurements of a Linux-guest run, in order.
 var lxMeasures = []string{"tcp_rx", "tcp_tx", "udp_rx", "udp_tx", "rr"}
 
@@ -105,9 +108,10 @@ func lxInitramfs(dir, base, helper string) (string, error) {
 func (c GuestConfig) lxCommand(v VMM, g lxGuest) *exec.Cmd {
 	argv := []string{"/bin/tvlx", "bench", "e2e", "lxguest"}
 	if v == Tinyvmm {
-		args := []string{"run", "--kernel", g.Kernel, "--initrd", g.Initrd, "--cpus", "1", "--mem", "256M",
-			"--net", "tap=" + TapName, "--append", lxKernelArgs, "--"}
-		return exec.Command(c.Tinyvmm, append(args, argv...)...)
+		net, extra := c.tinyvmmNet()
+		args := append([]string{"run", "--kernel", g.Kernel, "--initrd", g.Initrd, "--cpus", "1", "--mem", "256M",
+			"--net", net, "--append", lxKernelArgs}, extra...)
+		return exec.Command(c.Tinyvmm, append(append(args, "--"), argv...)...)
 	}
 	vhost, cpu := "vhost=off", "host"
 	if v == QEMUVhost {
@@ -411,16 +415,18 @@ func (r *runner) cleanup() {
 	}
 }
 
-// linux boots the Linux guest under sys and runs every measurement of
+// linux boots the Linux guest under sys (tinyvmm with vmmArgs) and runs every measurement of
 // lxMeasures in that one boot (lxMeasures' doc). The headline value is
 // tcp_rx; the rest is in the details.
-func (r *runner) linux(sys System) Sample {
+func (r *runner) linux(sys System, vmmArgs []string) Sample {
 	r.lxPrepare()
 	if r.lxErr != nil {
 		return failed(r.lxErr)
 	}
+	cfg := r.cfg
+	cfg.TinyvmmArgs = vmmArgs
 	return inNamespace(func(ns *Namespace) Sample {
-		g, err := startVMM(ns, r.cfg.lxCommand(VMM(sys), *r.lx), VMM(sys), r.pin)
+		g, err := startVMM(ns, cfg.lxCommand(VMM(sys), *r.lx), VMM(sys), r.pin)
 		if err != nil {
 			return failed(err)
 		}

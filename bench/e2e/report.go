@@ -190,7 +190,11 @@ func (r *Report) pairedRatio(metric, detail string, a, b System) string {
 	if !r.Systems[b].Comparable || r.Systems[a].Skip != "" || r.Systems[b].Skip != "" {
 		return "-"
 	}
-	ca, cb := r.cell(metric, a), r.cell(metric, b)
+	return pairedCells(r.cell(metric, a), r.cell(metric, b), detail)
+}
+
+// pairedCells is pairedRatio of two cells.
+func pairedCells(ca, cb *Cell, detail string) string {
 	if ca == nil || cb == nil {
 		return "-"
 	}
@@ -315,6 +319,9 @@ func (r *Report) printTable(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	if len(r.variants()) > 0 {
+		r.printVariantsVsVhost(w)
+	}
 	if r.hasPrefix("poll") {
 		fmt.Fprintf(w, "\ntx poll sweep: tinyvmm tx pps at 64 B vs --poll-us (0: off), with its exits and kicks per frame\n")
 		tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
@@ -400,6 +407,53 @@ func (r *Report) printPerFrame(w io.Writer) {
 			}
 		}
 		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// printVariantsVsVhost prints each tinyvmm variant's interrupt, latency
+// and Linux-guest cells with, in parentheses, the paired ratio to
+// QEMU+vhost's same cell (the rounds ran them back to back).
+func (r *Report) printVariantsVsVhost(w io.Writer) {
+	fmt.Fprintf(w, "\ntinyvmm variants against QEMU+vhost: median (paired tinyvmm/vhost)\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	names := append([]string{""}, r.variants()...)
+	header := "metric\t"
+	for _, v := range names {
+		if v == "" {
+			v = "default"
+		}
+		header += v + "\t"
+	}
+	header += "QEMU+vhost\t"
+	fmt.Fprintln(tw, header)
+	rows := []row{
+		{"tx64", "", "tx 64 B pps"}, {"rx64", "", "rx 64 B pps"}, {"rx64irq", "", "rx 64 B irqs pps"},
+		{"ping_idle", "avg_us", "ping idle avg"}, {"ping_idle_irq", "avg_us", "ping idle irqs avg"},
+		{"ping_idle_irq", "p99_us", "ping idle irqs p99"},
+		{"ping_flood", "avg_us", "ping flood avg"}, {"ping_flood", "p99_us", "ping flood p99"},
+	}
+	if r.hasPrefix("linux") {
+		for _, d := range []string{"tcp_rx_mbps", "tcp_tx_mbps", "udp_rx_pps", "udp_tx_pps", "rr_tps", "rr_p50_us", "rr_p99_us"} {
+			rows = append(rows, row{"linux", d, "linux " + d})
+		}
+	}
+	for _, rw := range rows {
+		vh := r.cell(rw.metric, SysQEMUVhost)
+		line := rw.title + "\t"
+		for _, v := range names {
+			key := rw.metric
+			if v != "" {
+				key += "@" + v
+			}
+			txt, _, ok := r.value(key, SysTinyvmm, rw.detail)
+			if ok && r.Systems[SysQEMUVhost].Skip == "" {
+				txt += " (" + pairedCells(r.cell(key, SysTinyvmm), vh, rw.detail) + ")"
+			}
+			line += txt + "\t"
+		}
+		txt, _, _ := r.value(rw.metric, SysQEMUVhost, rw.detail)
+		fmt.Fprintln(tw, line+txt+"\t")
 	}
 	tw.Flush()
 }

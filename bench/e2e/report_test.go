@@ -141,6 +141,7 @@ func TestTableVariants(t *testing.T) {
 	host := kvm.Host{Usable: true}
 	st := detectSystems(o, host)
 	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	st[SysQEMUVhost] = systemState{Label: "QEMU+vhost", Comparable: true}
 	rep := newReport(o, host, st)
 	exps := o.experiments(&runner{})
 	rep.plan(exps)
@@ -150,6 +151,9 @@ func TestTableVariants(t *testing.T) {
 			v = 2000
 		}
 		rep.add(e, SysTinyvmm, Sample{Value: v, Detail: map[string]float64{"avg_us": v / 10, "exits_per_frame": v / 1e5, "kicks_per_frame": v / 1e6}})
+		if !strings.Contains(e.Key, "@") {
+			rep.add(e, SysQEMUVhost, Sample{Value: 500, Detail: map[string]float64{"avg_us": 400}})
+		}
 	}
 	rep.finish(time.Second)
 	var out bytes.Buffer
@@ -158,6 +162,11 @@ func TestTableVariants(t *testing.T) {
 	if !regexpMatch(`(?m)^\s*default\s+1,000\s+1,000\s+100\s+100\s+0\.010\s+0\.001\s+0\.010\s*$`, text) ||
 		!regexpMatch(`(?m)^\s*batch\s+2,000\s+2,000\s+200\s+200\s+0\.020\s+0\.002\s+0\.020\s*$`, text) {
 		t.Errorf("variants table wrong:\n%s", text)
+	}
+	// Against QEMU+vhost, run by run: rx 64 B 1,000 and 2,000 against 500.
+	if !regexpMatch(`(?m)^\s*rx 64 B pps\s+1,000 \(2\.00\)\s+2,000 \(4\.00\)\s+500\s*$`, text) ||
+		!regexpMatch(`(?m)^\s*ping idle avg\s+100 \(0\.25\)\s+200 \(0\.50\)\s+400\s*$`, text) {
+		t.Errorf("variants against vhost wrong:\n%s", text)
 	}
 	if strings.Contains(text, "tx64@batch") {
 		t.Errorf("a variant's row is in the main table:\n%s", text)
