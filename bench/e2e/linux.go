@@ -280,7 +280,7 @@ type iperfSum struct {
 
 // iperfArgs are iperf3's client flags for measurement m (lxMeasures).
 func iperfArgs(m string, secs int) []string {
-	args := []string{"-c", LinuxGuestIP, "-p", strconv.Itoa(lxIperfPort), "-t", strconv.Itoa(secs), "-J"}
+	args := []string{"-4", "-c", LinuxGuestIP, "-p", strconv.Itoa(lxIperfPort), "-t", strconv.Itoa(secs), "-J"}
 	if strings.HasPrefix(m, "udp") {
 		args = append(args, "-u", "-l", strconv.Itoa(lxUDPSize), "-b", "0")
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/u-root/u-root/pkg/cpio"
+
+	"tinyvmm/kvm"
 )
 
 // Every VMM boots the same kernel and initramfs with one vCPU and 256 MiB,
@@ -48,10 +50,10 @@ func TestLinuxGuestCommandLines(t *testing.T) {
 
 func TestIperfArgs(t *testing.T) {
 	for m, want := range map[string]string{
-		"tcp_rx": "-c 10.0.2.15 -p 5201 -t 3 -J",
-		"tcp_tx": "-c 10.0.2.15 -p 5201 -t 3 -J -R",
-		"udp_rx": "-c 10.0.2.15 -p 5201 -t 3 -J -u -l 64 -b 0",
-		"udp_tx": "-c 10.0.2.15 -p 5201 -t 3 -J -u -l 64 -b 0 -R",
+		"tcp_rx": "-4 -c 10.0.2.15 -p 5201 -t 3 -J",
+		"tcp_tx": "-4 -c 10.0.2.15 -p 5201 -t 3 -J -R",
+		"udp_rx": "-4 -c 10.0.2.15 -p 5201 -t 3 -J -u -l 64 -b 0",
+		"udp_tx": "-4 -c 10.0.2.15 -p 5201 -t 3 -J -u -l 64 -b 0 -R",
 	} {
 		if got := strings.Join(iperfArgs(m, 3), " "); got != want {
 			t.Errorf("%s: %s, want %s", m, got, want)
@@ -280,5 +282,66 @@ func TestLinuxGuestSideAnswersTheHarness(t *testing.T) {
 	}
 	if !slices.Contains(rest, "BENCH result mode=linux ok=1") || !slices.Contains(rest, "BENCH exit status=0") {
 		t.Errorf("after quit: %q", rest)
+	}
+}
+
+// TestLinuxGuestUnderVMMs boots the Linux guest under each VMM that runs
+// here on KVM (the nested L1: tinyvmm, QEMU+vhost, QEMU) and checks every
+// measurement and its counters.
+func TestLinuxGuestUnderVMMs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and taps")
+	}
+	if why := lxHere(); why != "" {
+		t.Skip(why)
+	}
+	root := repoRoot(t)
+	cfg := GuestConfig{ELF: filepath.Join(root, "out/guest/bench.elf"), Tinyvmm: filepath.Join(root, "bin/tinyvmm"), QEMU: "qemu-system-x86_64", QEMUAccel: "kvm"}
+	for _, f := range []string{"out/guest/vmlinux", "out/guest/initramfs.cpio"} {
+		if fileMissing(filepath.Join(root, f)) {
+			t.Skipf("no %s: make guest", f)
+		}
+	}
+	var systems []System
+	if h := kvm.Detect(); h.Usable && !h.PVM && !fileMissing(cfg.Tinyvmm) {
+		systems = append(systems, SysTinyvmm)
+	}
+	if _, err := exec.LookPath(cfg.QEMU); err == nil && qemuAccel(kvm.Detect()) == "kvm" {
+		if !fileMissing(vhostNet) {
+			systems = append(systems, SysQEMUVhost)
+		}
+		systems = append(systems, SysQEMU)
+	}
+	if len(systems) == 0 {
+		t.Skip("no VMM on hardware KVM here (the nested L1 has them)")
+	}
+	r := testRunner(t, cfg)
+	defer r.cleanup()
+	for _, sys := range systems {
+		t.Run(string(sys), func(t *testing.T) {
+			s := r.linux(sys, nil)
+			if s.Err != "" {
+				t.Fatal(s.Err)
+			}
+			d := s.Detail
+			for _, k := range []string{"tcp_rx_mbps", "tcp_tx_mbps", "udp_rx_pps", "udp_tx_pps", "rr_tps", "rr_p50_us", "rr_p99_us"} {
+				if d[k] <= 0 {
+					t.Errorf("%s = %v", k, d[k])
+				}
+			}
+			for _, m := range lxMeasures {
+				// Every measurement moved frames, and a Linux guest takes
+				// interrupts for them and kicks for its tx.
+				if d[m+"_frames"] <= 0 || d[m+"_exits_per_frame"] <= 0 || d[m+"_irqs_per_frame"] <= 0 || d[m+"_kicks_per_frame"] <= 0 {
+					t.Errorf("%s: frames %v, per frame exits %v irqs %v kicks %v", m, d[m+"_frames"], d[m+"_exits_per_frame"], d[m+"_irqs_per_frame"], d[m+"_kicks_per_frame"])
+				}
+			}
+			if sys == SysQEMUVhost && d["vmm_workers"] < 1 {
+				t.Errorf("no vhost worker found")
+			}
+			t.Logf("TCP rx %.0f tx %.0f Mbit/s, UDP rx %.0f tx %.0f pps, RR %.0f/s p50 %.0f p99 %.0f us; tcp_rx per frame: %.3f exits %.3f irqs %.3f kicks %.1f host us",
+				d["tcp_rx_mbps"], d["tcp_tx_mbps"], d["udp_rx_pps"], d["udp_tx_pps"], d["rr_tps"], d["rr_p50_us"], d["rr_p99_us"],
+				d["tcp_rx_exits_per_frame"], d["tcp_rx_irqs_per_frame"], d["tcp_rx_kicks_per_frame"], d["tcp_rx_host_cpu_us_per_frame"])
+		})
 	}
 }

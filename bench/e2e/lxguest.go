@@ -38,7 +38,8 @@ func MainLXGuest(args []string, stdout io.Writer) error {
 	if len(args) > 0 {
 		return fmt.Errorf("bench e2e lxguest takes no arguments, got %q", args)
 	}
-	iperf := exec.Command("iperf3", "-s", "-p", fmt.Sprint(lxIperfPort))
+	// -4: the project's kernel has no IPv6, where iperf3 would listen by default.
+	iperf := exec.Command("iperf3", "-s", "-4", "-p", fmt.Sprint(lxIperfPort))
 	if err := iperf.Start(); err != nil {
 		return fmt.Errorf("iperf3 -s: %w", err)
 	}
