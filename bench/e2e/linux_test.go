@@ -345,3 +345,33 @@ func TestLinuxGuestUnderVMMs(t *testing.T) {
 		})
 	}
 }
+
+// The linux cell's details are rows of the table and of the per-frame table.
+func TestTableLinuxRows(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = nil, nil
+	o.Only = []string{"linux"}
+	host := kvm.Host{Usable: true}
+	rep := newReport(o, host, map[System]systemState{
+		SysTinyvmm: {Label: "tinyvmm", Comparable: true}, SysCeiling: {Label: "ceiling", Comparable: true},
+		SysQEMUVhost: {Label: "QEMU+vhost", Comparable: true}, SysQEMU: {Label: "QEMU", Comparable: true},
+	})
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.plan(exps)
+	for _, s := range []System{SysTinyvmm, SysQEMUVhost, SysQEMU} {
+		v := map[System]float64{SysTinyvmm: 3000, SysQEMUVhost: 2000, SysQEMU: 1000}[s]
+		rep.add(exps[0], s, Sample{Value: v, Detail: map[string]float64{"tcp_rx_mbps": v, "rr_p99_us": v / 10, "udp_tx_exits_per_frame": v / 1e4}})
+	}
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printTable(&out)
+	text := out.String()
+	if !regexpMatch(`(?m)^\s*Linux TCP host->guest Mbit/s\s+3,000\s+-\s+2,000\s+1,000\s+-\s+1\.50\s+3\.00\s+1\.50\s+3\.00\s*$`, text) ||
+		!regexpMatch(`(?m)^\s*Linux TCP_RR p99 us\s+300\s+-\s+200\s+100\s`, text) ||
+		!regexpMatch(`(?m)^\s*linux udp_tx\s+0\.300\s+0\.200\s+0\.100\s`, text) {
+		t.Errorf("linux rows wrong:\n%s", text)
+	}
+}
