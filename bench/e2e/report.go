@@ -462,7 +462,8 @@ func (r *Report) printVariantsVsVhost(w io.Writer) {
 func (r *Report) variants() []string {
 	var names []string
 	for _, e := range r.exps {
-		if m, v, ok := strings.Cut(e.Key, "@"); ok && m == "tx64" {
+		// Of any cell: --only may keep some cells of a variant and not others.
+		if _, v, ok := strings.Cut(e.Key, "@"); ok && !slices.Contains(names, v) {
 			names = append(names, v)
 		}
 	}

@@ -168,6 +168,16 @@ func TestTableVariants(t *testing.T) {
 		!regexpMatch(`(?m)^\s*ping idle avg\s+100 \(0\.25\)\s+200 \(0\.50\)\s+400\s*$`, text) {
 		t.Errorf("variants against vhost wrong:\n%s", text)
 	}
+	// A variant whose tx64 is not run (--only) still has its table.
+	o.Only = []string{"rx64", "rx64@batch"}
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.plan(exps)
+	if v := rep.variants(); !slices.Equal(v, []string{"batch"}) {
+		t.Errorf("variants with --only rx64,rx64@batch: %q", v)
+	}
 	if strings.Contains(text, "tx64@batch") {
 		t.Errorf("a variant's row is in the main table:\n%s", text)
 	}
