@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
@@ -29,8 +29,6 @@ exits with its status; without it, the console is an interactive shell
 
 Without --kernel/--initrd, the default guest from 'make guest' is used
 (out/guest next to the binary, or $TINYVMM_GUEST_DIR).
-
-Flags:
 `
 
 // runFlags is everything `tinyvmm run` accepts.
@@ -38,6 +36,7 @@ type runFlags struct {
 	cfg    vmm.Config
 	tuning virtionet.Tuning
 	trace  bool
+	notify string // --notify, parsed by check
 	// timeout stops a guest still running after it (status 124).
 	timeout time.Duration
 	// cpuprofile is a development flag, hidden from --help: tinyvmm's own
@@ -55,13 +54,20 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.Var(sizeValue{&f.cfg.MemBytes}, "mem", "guest memory `SIZE`, like 256M or 1G (a plain number is MiB)")
 	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
 	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
-	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=...][,tx-rate=...][,rx-pps=...][,tx-pps=...]`, on a host interface with af_packet=IFNAME, or on a rootless user-mode network with user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]... (DHCP gives the guest 10.0.2.15; 10.0.2.2 is its gateway, DNS server and the host's 127.0.0.1) (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call; queues=N queue pairs on a tap, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
+	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a NIC (repeatable); `SPEC` is one of:\n"+
+		"  tap=NAME[,OPTS]          a tap device (needs root or CAP_NET_ADMIN)\n"+
+		"  af_packet=IFNAME[,OPTS]  a host interface, through a packet socket\n"+
+		"  user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...\n"+
+		"                           a rootless user-mode network: the guest gets\n"+
+		"                           10.0.2.15 by DHCP; 10.0.2.2 is its gateway,\n"+
+		"                           DNS server and the host's 127.0.0.1\n"+
+		"OPTS, comma-separated: mac=MAC; mtu=N; io=uring (batches of frames per io_uring_enter, the default) or io=writev (a system call per frame); queues=N queue pairs, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
 	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
-	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
+	fs.StringVar(&f.notify, "notify", pci.NotifyIoeventfd.String(), "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
-	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write tinyvmm's Go CPU profile to `FILE` (development; not in --help)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "(hidden) write tinyvmm's Go CPU profile to `FILE` (development)")
 	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.TxWeightBytes, "tx-weight-bytes", f.tuning.TxWeightBytes, "tx bytes per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightPkts, "rx-weight-pkts", f.tuning.RxWeightPkts, "rx packets per worker run before requeueing (0: unlimited)")
@@ -90,7 +96,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := cliflag.Parse(fs, "run", flagArgs); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, runUsage)
-			printFlags(stdout, fs)
+			cliflag.PrintFlags(stdout, fs, runFlagGroups)
 			return 0
 		}
 		return fail(stderr, exitUsage, err)
@@ -232,14 +238,14 @@ func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.
 		}
 		if errors.Is(err, errTimeout) {
 			fail(stderr, 0, errTimeout)
-			return devices.StatusTimeout
+			return vmm.StatusTimeout
 		}
-		var ge *devices.GuestError
+		var ge *vmm.GuestError
 		if errors.As(err, &ge) {
 			fail(stderr, 0, err)
 			return ge.Status
 		}
-		if errors.Is(err, devices.ErrGuestRebooted) {
+		if errors.Is(err, vmm.ErrGuestRebooted) {
 			fail(stderr, 0, err)
 			return status
 		}
@@ -248,29 +254,18 @@ func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.
 	return status
 }
 
-// printFlags lists the flags the way users type them (--name VALUE).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "cpuprofile" {
-			return // a development flag
-		}
-		name, usage := flag.UnquoteUsage(f)
-		head := "--" + f.Name
-		if name != "" {
-			head += " " + name
-		}
-		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool && f.Name == "stats" {
-			head = "--stats[=FILE]"
-		}
-		fmt.Fprintf(w, "  %s\n      %s", head, usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
+// runFlagGroups orders run's --help: what everyone needs first, the
+// device's tuning and the debugging aids last.
+var runFlagGroups = []cliflag.Group{
+	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
+	{Title: "Network", Names: []string{"net", "notify"}},
+	{Title: "Sharing", Names: []string{"share"}},
+	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
+	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }
 
-// check checks the flags that Config.Validate cannot see: the tuning
+// check checks the flags that Config.Validate cannot see (and parses
+// --notify into the Config): the tuning
 // values, which reach the Config only through a --net (and whose 0 means
 // "the default" there, so an explicit 0 would silently become 64 or 8), and
 // the --stats file, which would otherwise fail only after the guest ran.
@@ -294,6 +289,11 @@ func (f *runFlags) check() error {
 			return fmt.Errorf("--%s %d: give at least %d", v.name, v.val, v.min)
 		}
 	}
+	mode, err := pci.ParseNotifyMode(f.notify)
+	if err != nil {
+		return fmt.Errorf("--notify %q is not one of ioeventfd, exit", f.notify)
+	}
+	f.cfg.Notify = mode
 	return checkStatsFile(f.cfg.Stats)
 }
 

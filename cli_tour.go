@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	commands["tour"] = command{"boot the default guest, ping the host once, and tell that packet's story", tourMain}
+	commands["tour"] = command{"boot the default guest, ping the host, and tell that packet's story", tourMain}
 }
 
 const tourUsage = `Usage: tinyvmm tour [--kernel PATH] [--initrd PATH] [--html FILE] [--seeds=false]
@@ -35,8 +35,9 @@ batching, the notification threshold), each with a live run of a few
 seconds of 'tinyvmm bench device' (no VM; namespaces of its own).
 --html FILE also writes it all as one self-contained page, with plots.
 Needs root. Without a usable /dev/kvm it boots the guest on nested KVM
-inside QEMU (test/nested), which needs the repository, Go and 'make guest';
-the live runs then still run here.
+inside QEMU through the lab command beside it (tinyvmm-lab nested, which
+builds L1 from a tinyvmm checkout: Go and 'make guest'); the live runs then
+still run here.
 `
 
 func tourMain(args []string, stdout, stderr io.Writer) int {
@@ -144,20 +145,28 @@ func tourHere(ctx context.Context, kernel, initrd string, stderr io.Writer) (tou
 	return tour.Run(ctx, tour.Options{Kernel: kernel, Initrd: initrd, Log: stderr})
 }
 
-// tourNested runs `tinyvmm tour` inside the nested L1 (test/nested), where
-// KVM is real, and takes the run's trace and counters from L1's console;
-// the story is told here, from them.
+// labCommand is the lab's binary, which tinyvmm looks for beside itself
+// (make build puts both in bin/).
+const labCommand = "tinyvmm-lab"
+
+// tourNested runs `tinyvmm tour` inside the nested L1, where KVM is real,
+// through the lab's nested runner (tinyvmm-lab nested, which builds L1
+// from the repository), and takes the run's trace and counters from L1's
+// console; the story is told here, from them. Without the lab beside this
+// binary it says how to get it.
 func tourNested(ctx context.Context, why string, stderr io.Writer) (tour.Result, error) {
-	root := findRepo()
-	if root == "" {
-		return tour.Result{}, fmt.Errorf("%s, and no tinyvmm repository here to run it on nested KVM from (run tinyvmm tour in the repository)", why)
+	guestArgs := []string{"-probe-exits", "0", "--", "tour", "--seeds=false", "--emit-data"}
+	lab := ""
+	if exe, err := os.Executable(); err == nil {
+		lab = filepath.Join(filepath.Dir(exe), labCommand)
 	}
-	if _, err := exec.LookPath("go"); err != nil {
-		return tour.Result{}, fmt.Errorf("%s, and no Go toolchain to build the nested runner", why)
+	if _, err := os.Stat(lab); lab == "" || err != nil {
+		return tour.Result{}, fmt.Errorf("%s; the tour then boots its guest on nested KVM inside QEMU through the lab command, "+
+			"%s, beside tinyvmm, which builds that from a tinyvmm checkout: there, 'make build guest' and run bin/tinyvmm tour",
+			why, labCommand)
 	}
-	fmt.Fprintf(stderr, "tour: %s; booting the guest on nested KVM inside QEMU (test/nested: 1-3 minutes)\n", why)
-	cmd := exec.CommandContext(ctx, "go", "run", "./test/nested/cmd/nested", "-probe-exits", "0", "--", "tour", "--seeds=false", "--emit-data")
-	cmd.Dir = root
+	fmt.Fprintf(stderr, "tour: %s; booting the guest on nested KVM inside QEMU (%s nested: 1-3 minutes)\n", why, labCommand)
+	cmd := exec.CommandContext(ctx, lab, append([]string{"nested"}, guestArgs...)...)
 	var runnerLog strings.Builder
 	cmd.Stderr = &runnerLog
 	out, err := cmd.StdoutPipe()
@@ -189,33 +198,6 @@ func tourNested(ctx context.Context, why string, stderr io.Writer) (tour.Result,
 		err = derr
 	}
 	return res, fmt.Errorf("the nested run did not hand over its trace (%v)", err)
-}
-
-// findRepo returns the tinyvmm repository holding the current directory or
-// the binary, or "".
-func findRepo() string {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			starts = append(starts, filepath.Dir(exe))
-		}
-	}
-	for _, dir := range starts {
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "test", "nested", "cmd", "nested")); err == nil {
-				return dir
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return ""
 }
 
 func lastLines(s string, n int) string {

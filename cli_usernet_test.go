@@ -48,7 +48,7 @@ func TestNetUserRefusals(t *testing.T) {
 		"user,tap=t0":                       "takes no tap=",
 		"user,io=uring":                     "takes no tap=, af_packet= or io=",
 		"tap=t0,hostfwd=tcp::80-:80":        "hostfwd= is for a user network",
-		"usr":                               "expected tap=NAME",
+		"usr":                               "did you mean --net user?",
 		"mtu=1500,user":                     "expected tap=NAME",
 	} {
 		var nets []vmm.NetConfig

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 
+	"tinyvmm/internal/cliflag"
+	"tinyvmm/ratelimit"
 	"tinyvmm/userproc"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
@@ -33,12 +36,20 @@ func (v sizeValue) Set(s string) error {
 
 func parseSize(s string) (uint64, error) {
 	t := strings.TrimSpace(strings.ToUpper(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	binary := strings.HasSuffix(t, "IB") // 512MiB: the unit says powers of two
+	t = strings.TrimSuffix(t, "IB")
 	shift := uint(20) // a plain number is MiB
+	if !binary && len(t) > 2 && strings.HasSuffix(t, "B") && strings.IndexByte("KMGT", t[len(t)-2]) >= 0 {
+		// 512MB could mean 10^6 or 2^20 bytes: say which one tinyvmm takes.
+		num := strings.TrimSpace(s)
+		return 0, fmt.Errorf("--mem %q: sizes are powers of two; did you mean %s (%siB)?", s, num[:len(num)-1], num[:len(num)-1])
+	}
 	if t != "" {
 		if i := strings.IndexByte("KMGT", t[len(t)-1]); i >= 0 {
 			shift = uint(10 * (i + 1))
 			t = t[:len(t)-1]
+		} else if binary {
+			t = "" // "512iB": no unit before iB
 		}
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
@@ -78,6 +89,13 @@ func (v netsValue) Set(s string) error {
 			continue
 		}
 		key, val, ok := strings.Cut(kv, "=")
+		if i == 0 && !ok && kv != "" {
+			if cliflag.Nearest(kv, []string{"user"}) == "user" {
+				return fmt.Errorf("--net %q: did you mean --net user?", s)
+			}
+			// A bare name is how a tap is named elsewhere (ip, QEMU's ifname=).
+			return fmt.Errorf("--net %q: did you mean --net tap=%s? (af_packet=%s joins a host interface; user needs no root)", s, s, kv)
+		}
 		if !ok || val == "" {
 			return fmt.Errorf("--net %q: expected %s", s, netUsage)
 		}
@@ -97,15 +115,13 @@ func (v netsValue) Set(s string) error {
 			if err != nil || mtu <= 0 {
 				return fmt.Errorf("--net mtu=%q is not a positive number", val)
 			}
-			if mtu < virtionet.MinMTU || mtu > virtionet.MaxMTU {
-				return fmt.Errorf("--net mtu=%d is outside %d..%d", mtu, virtionet.MinMTU, virtionet.MaxMTU)
-			}
 			n.MTU = mtu
 		case "io":
-			if val != virtionet.IOWritev && val != virtionet.IOUring {
+			io, err := virtionet.ParseIO(val)
+			if err != nil {
 				return fmt.Errorf("--net io=%q: use writev (one system call per frame) or uring", val)
 			}
-			n.IO = val
+			n.IO = io
 		case "queues":
 			q, err := strconv.Atoi(val)
 			if err != nil || q < 1 || q > virtionet.MaxQueuePairs {
@@ -124,21 +140,21 @@ func (v netsValue) Set(s string) error {
 			}
 			n.User.Forwards = append(n.User.Forwards, f)
 		case "rx-rate", "tx-rate", "rx-pps", "tx-pps":
-			b, err := virtionet.ParseBucket(val)
+			b, err := ratelimit.ParseBucket(val)
 			if err != nil {
 				return fmt.Errorf("--net %s: %v", key, err)
 			}
-			l := map[string]*virtionet.Bucket{"rx-rate": &n.RxLimit.Bytes, "tx-rate": &n.TxLimit.Bytes,
+			l := map[string]*ratelimit.Bucket{"rx-rate": &n.RxLimit.Bytes, "tx-rate": &n.TxLimit.Bytes,
 				"rx-pps": &n.RxLimit.Frames, "tx-pps": &n.TxLimit.Frames}
 			*l[key] = b
 		default:
 			return fmt.Errorf("--net: unknown key %q; expected %s", key, netUsage)
 		}
 	}
-	if n.User != nil {
-		if n.Ifname != "" || n.AFPacket != "" || n.IO != "" {
-			return fmt.Errorf("--net %q: a user network takes no tap=, af_packet= or io=", s)
-		}
+	switch {
+	case n.User != nil && n.Ifname != "":
+		return fmt.Errorf("--net %q: a user network takes no tap=, af_packet= or io=", s)
+	case n.User != nil:
 		users := 0
 		for _, o := range *v.nets {
 			if o.User != nil {
@@ -146,20 +162,20 @@ func (v netsValue) Set(s string) error {
 			}
 		}
 		n.Ifname = fmt.Sprintf("user%d", users) // names it in messages and stats, and seeds its MAC
-		*v.nets = append(*v.nets, n)
-		return nil
-	}
-	if (n.Ifname == "") == (n.AFPacket == "") {
+		n.Config.User = true
+	case (n.Ifname == "") == (n.AFPacket == ""):
 		return fmt.Errorf("--net %q: give one of tap=NAME, af_packet=IFNAME or user", s)
 	}
-	if n.AFPacket != "" && n.IO == virtionet.IOUring {
-		return fmt.Errorf("--net %q: io=uring is for a tap; af_packet batches with sendmmsg already", s)
-	}
-	if n.Ifname != "" && n.IO == "" {
-		// A batch of frames per system call: 2-3x the frames/s of one
-		// writev per frame (virtionet/README.md); the device falls back to
-		// writev, with a notice, where io_uring is unavailable.
-		n.IO = virtionet.IOUring
+	// The device's rules (virtionet.Config.Normalized) that concern one
+	// key of this argument, said in --net's words; the rest are reported
+	// with the whole configuration, and the defaults are filled in when
+	// the VMM opens the NIC.
+	var ce *virtionet.ConfigError
+	if err := n.Config.Validate(); errors.As(err, &ce) {
+		if ce.QuoteArg {
+			return fmt.Errorf("--net %q: %s", s, ce.Flag)
+		}
+		return fmt.Errorf("--net %s", ce.Flag)
 	}
 	*v.nets = append(*v.nets, n)
 	return nil
@@ -232,3 +248,6 @@ func (v statsValue) Set(s string) error {
 
 // IsBoolFlag lets --stats stand alone.
 func (v statsValue) IsBoolFlag() bool { return true }
+
+// OptionalValue names the value --stats may take, for --help.
+func (v statsValue) OptionalValue() string { return "FILE" }

@@ -4,18 +4,22 @@ import (
 	"strings"
 	"testing"
 
+	"tinyvmm/ratelimit"
 	"tinyvmm/virtionet"
 	"tinyvmm/vmm"
 )
 
 // --net ...,io= picks how the device moves tap frames (a tap defaults to
-// io_uring); bad values are one line each.
+// io_uring, af_packet always batches with sendmmsg: the device's config
+// fills that in); bad values are one line each.
 func TestNetIOOption(t *testing.T) {
 	for _, tc := range []struct {
-		arg, io, err string
+		arg string
+		io  virtionet.IOMode
+		err string
 	}{
 		{"tap=t0", virtionet.IOUring, ""},
-		{"af_packet=v0", "", ""},
+		{"af_packet=v0", virtionet.IOSendmmsg, ""},
 		{"tap=t0,io=uring", virtionet.IOUring, ""},
 		{"tap=t0,io=writev,mtu=9000", virtionet.IOWritev, ""},
 		{"tap=t0,io=epoll", "", "use writev"},
@@ -29,8 +33,11 @@ func TestNetIOOption(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || len(nets) != 1 || nets[0].IO != tc.io {
-			t.Errorf("--net %s: %+v, %v; want io %q", tc.arg, nets, err, tc.io)
+		if err != nil || len(nets) != 1 {
+			t.Fatalf("--net %s: %+v, %v", tc.arg, nets, err)
+		}
+		if c, err := nets[0].Config.Normalized(); err != nil || c.IO != tc.io {
+			t.Errorf("--net %s: io %q, %v; want io %q", tc.arg, c.IO, err, tc.io)
 		}
 	}
 }
@@ -67,8 +74,8 @@ func TestNetCaptureAndRateOptions(t *testing.T) {
 	}
 	c := nets[0].Config
 	want := virtionet.Config{Ifname: "t0", IO: virtionet.IOUring, Pcap: "/tmp/x.pcap",
-		RxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 10e6, Burst: 64 << 10}, Frames: virtionet.Bucket{Rate: 1000}},
-		TxLimit: virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: 1e9}, Frames: virtionet.Bucket{Rate: 5000, Burst: 50}}}
+		RxLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: 10e6, Burst: 64 << 10}, Frames: ratelimit.Bucket{Rate: 1000}},
+		TxLimit: ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: 1e9}, Frames: ratelimit.Bucket{Rate: 5000, Burst: 50}}}
 	if c.Pcap != want.Pcap || c.RxLimit != want.RxLimit || c.TxLimit != want.TxLimit {
 		t.Errorf("got pcap %q rx %+v tx %+v; want %q %+v %+v", c.Pcap, c.RxLimit, c.TxLimit, want.Pcap, want.RxLimit, want.TxLimit)
 	}

@@ -50,7 +50,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "tinyvmm: a minimal KVM virtual machine monitor with an in-process virtio-net device")
+	fmt.Fprintln(w, "tinyvmm: a minimal KVM virtual machine monitor with its own virtio-net device")
 	fmt.Fprintln(w, "\nUsage: tinyvmm COMMAND [flags]\n\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {

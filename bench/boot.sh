@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/boot.sh: `tinyvmm bench boot` inside the nested L1 (test/nested), for
+# bench/boot.sh: `tinyvmm-lab bench boot` inside the nested L1 (test/nested), for
 # a host without a /dev/kvm that runs Linux user space. tinyvmm, QEMU -M
 # microvm and QEMU q35 (the host's binary, put into L1 by -with-qemu) boot the
 # default guest on L1's real /dev/kvm, interleaved, with L1's kvmprobe as the
@@ -18,8 +18,8 @@ mkdir -p out/bench
 log=out/bench/boot-nested.log
 json=out/bench/boot.json
 status=0
-go build -o bin/tinyvmm .
-go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-1}" -probe-exits 1000 \
+make -s build
+bin/tinyvmm-lab nested -lab -with-qemu -smp "${NESTED_SMP:-1}" -probe-exits 1000 \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/boot.json' -run 'busybox echo NESTED-JSON-END' \
 	-- bench boot --floor /bin/kvmprobe "$@" >"$log" 2>&1 || status=$?
 tr -d '\r' <"$log" | sed -n '/^bench boot: /p'
@@ -27,7 +27,7 @@ tr -d '\r' <"$log" | awk '$0=="NESTED-JSON-END"{p=0} p{print} $0=="NESTED-JSON-B
 	sed -e '/^NESTED-STEP /d' -e 's/NESTED-STEP status=.*$//' >"$json.tmp" || true
 if [ -s "$json.tmp" ]; then
 	mv "$json.tmp" "$json"
-	bin/tinyvmm bench boot --report "$json"
+	bin/tinyvmm-lab bench boot --report "$json"
 else
 	rm -f "$json.tmp"
 	echo "bench/boot.sh: no boot.json in $log" >&2

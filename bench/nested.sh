@@ -22,12 +22,14 @@
 # The host's iperf3 (apt-get install iperf3) goes into L1 when the host has
 # it: bench e2e's Linux-guest cells (linux) need it on L1's side of the tap.
 #
+# Needs the guest (make guest); builds bin/tinyvmm and bin/tinyvmm-lab.
 # Writes out/bench/nested.log and nested-e2e.json (every run's numbers,
 # guest kicks and exits included), with NESTED_PROFILE nested-tx.prof and
 # nested-rx.prof, and prints the table (and each profile's top 15). Under TCG every column is emulated (both VMMs are
 # L1 processes on nested KVM): only the ratios mean anything.
 set -eu
 cd "$(dirname "$0")/.."
+make -s build
 mkdir -p out/bench
 log=out/bench/nested.log
 prof=out/bench/nested-tx.prof
@@ -40,7 +42,7 @@ perftxt=out/bench/nested-perf.txt
 # files on the console. -stall: a healthy bench prints a line at least
 # every ~90 s (one run's bound).
 nested() {
-	go run ./test/nested/cmd/nested -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
+	bin/tinyvmm-lab nested -lab -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
 		-timeout "${NESTED_TIMEOUT:-25m}" $(command -v iperf3 >/dev/null && echo -tool iperf3) \
 		-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' "$@"
 }

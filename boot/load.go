@@ -22,7 +22,7 @@ func loadBzImage(l Layout, img Image, head []byte) (CPUState, error) {
 	if err := checkRange(l, runtime, uint64(h.InitSize), "kernel"); err != nil {
 		return CPUState{}, err
 	}
-	if err := loadAt(img.Kernel, l.Low[load:load+pmLen], uint64(h.KernelOffset), load, "bzImage"); err != nil {
+	if err := readAt(img.Kernel, l.Low[load:load+pmLen], uint64(h.KernelOffset), "bzImage"); err != nil {
 		return CPUState{}, err
 	}
 	kernelEnd := max(load+pmLen, runtime+uint64(h.InitSize))

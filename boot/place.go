@@ -59,7 +59,7 @@ func placeInitrd(l Layout, initrd File, kernelEnd, maxAddr uint64) (uint64, erro
 		return 0, fmt.Errorf("boot: initrd (%s) does not fit in %s of guest memory; raise --mem", size(n), size(l.MemSize))
 	}
 	addr := (top - n) &^ (pageSize - 1)
-	if err := loadAt(initrd, l.Low[addr:addr+n], 0, addr, "initrd"); err != nil {
+	if err := readAt(initrd, l.Low[addr:addr+n], 0, "initrd"); err != nil {
 		return 0, err
 	}
 	return addr, nil
@@ -83,7 +83,7 @@ func loadSegment(l Layout, f File, s elfSegment, what string) error {
 		return err
 	}
 	dst := l.Low[s.Paddr : s.Paddr+s.Memsz]
-	if err := loadAt(f, dst[:s.Filesz], s.Offset, s.Paddr, what); err != nil {
+	if err := readAt(f, dst[:s.Filesz], s.Offset, what); err != nil {
 		return err
 	}
 	if !l.Zeroed {

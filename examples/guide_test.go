@@ -279,14 +279,135 @@ func TestGuideCommands(t *testing.T) {
 					cmd = bin
 				}
 			}
-			runCommand(t, root, c.line, cmd)
+			out := runCommand(t, root, c.line, cmd)
+			if err := checkTestsRan(cmd, out); err != nil {
+				t.Errorf("GUIDE.md:%d: %v", c.line, err)
+			}
 		})
 	}
 }
 
+// goTestRE matches a guide command that runs named Go tests: its -run
+// pattern and its package.
+var goTestRE = regexp.MustCompile(`^go test .*-run '([^']+)'.* (\./\S+)$`)
+
+// runPattern splits a -run pattern into its levels (split at /), each a
+// list of the names it alternates between, anchors and groups dropped.
+func runPattern(pattern string) [][]string {
+	var levels [][]string
+	for _, level := range strings.Split(pattern, "/") {
+		level = strings.NewReplacer("^", "", "$", "", "(", "", ")", "").Replace(level)
+		levels = append(levels, strings.Split(level, "|"))
+	}
+	return levels
+}
+
+// checkTestsRan fails a go test command that ran no test, or that ran none
+// of a name its -run pattern lists: `go test -run NoSuchTest` passes with
+// "[no tests to run]", so a renamed test would turn the guide's check into
+// one that cannot fail. It needs -v output; other commands pass.
+func checkTestsRan(cmd, out string) error {
+	m := goTestRE.FindStringSubmatch(cmd)
+	if m == nil {
+		return nil
+	}
+	if !strings.Contains(cmd, " -v") {
+		return fmt.Errorf("%s: a go test command of the guide needs -v, so that what ran shows", cmd)
+	}
+	for _, nothing := range []string{"[no tests to run]", "no tests to run", "[no test files]"} {
+		if strings.Contains(out, nothing) {
+			return fmt.Errorf("%s ran no test (%q)", cmd, nothing)
+		}
+	}
+	var ran []string
+	for _, line := range strings.Split(out, "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "=== RUN"); ok {
+			ran = append(ran, strings.TrimSpace(name))
+		}
+	}
+	levels := runPattern(m[1])
+	for depth, names := range levels {
+		for _, name := range names {
+			found := false
+			for _, r := range ran {
+				parts := strings.Split(r, "/")
+				if len(parts) > depth && parts[depth] == name {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s: no test or subtest named %q ran", cmd, name)
+			}
+		}
+	}
+	return nil
+}
+
+// TestGuideGoTestsExist checks, without running them, that the top-level
+// tests each go test command of the guide names are declared in its
+// package, and a command that names nothing real fails the test.
+func TestGuideGoTestsExist(t *testing.T) {
+	root, text := readGuide(t)
+	if _, err := os.Stat(filepath.Join(root, "kvm", "vm.go")); err != nil {
+		t.Skip("no sources here (the nested L1 carries only binaries); checked on the host")
+	}
+	cmds, err := parseCommands(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, c := range cmds {
+		m := goTestRE.FindStringSubmatch(c.cmd)
+		if m == nil {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(root, m[2], "*_test.go"))
+		declared := map[string]bool{}
+		for _, f := range files {
+			d, err := godecl.Declared(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := range d {
+				declared[n] = true
+			}
+		}
+		for _, name := range runPattern(m[1])[0] {
+			if !declared[name] {
+				t.Errorf("GUIDE.md:%d: %s declares no test %s", c.line, m[2], name)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no go test command found in GUIDE.md; the pattern no longer matches the guide")
+	}
+}
+
+func TestCheckTestsRan(t *testing.T) {
+	const cmd = "go test -count=1 -run 'TestA|TestB/x/(One|Two)$' -v ./pkg/"
+	good := "=== RUN   TestA\n--- PASS: TestA\n=== RUN   TestB\n=== RUN   TestB/x\n=== RUN   TestB/x/One\n=== RUN   TestB/x/Two\nok\n"
+	if err := checkTestsRan(cmd, good); err != nil {
+		t.Errorf("every named test ran, got %v", err)
+	}
+	for name, out := range map[string]string{
+		"nothing ran":     "testing: warning: no tests to run\nPASS\nok  \tpkg\t0.01s [no tests to run]\n",
+		"a top test lost": "=== RUN   TestB\n=== RUN   TestB/x/One\n=== RUN   TestB/x/Two\n",
+		"a subtest lost":  "=== RUN   TestA\n=== RUN   TestB\n=== RUN   TestB/x/One\n",
+	} {
+		if err := checkTestsRan(cmd, out); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := checkTestsRan("go test -count=1 -run 'TestA' ./pkg/", good); err == nil {
+		t.Error("a go test command without -v accepted")
+	}
+}
+
 // runCommand runs one shell command, bounded in time, and fails on a
-// non-zero status; its output goes to the test log.
-func runCommand(t *testing.T, root string, line int, command string) {
+// non-zero status; its output goes to the test log and is returned.
+func runCommand(t *testing.T, root string, line int, command string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -309,4 +430,5 @@ func runCommand(t *testing.T, root string, line int, command string) {
 	if err != nil {
 		t.Fatalf("GUIDE.md:%d: %s: %v", line, command, err)
 	}
+	return string(out)
 }

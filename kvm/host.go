@@ -15,7 +15,7 @@ type Host struct {
 	// Usable is true when /dev/kvm opens read-write.
 	Usable bool
 	// PVM is true when the host's KVM is the kvm_pvm module: guest CPL0 code
-	// runs in KVM's instruction emulator (see shared PVM notes in the README).
+	// runs in KVM's instruction emulator (CONTRIBUTING.md describes PVM).
 	PVM bool
 	// Why says, in one line, why KVM is not usable (empty when it is).
 	Why string

@@ -2,6 +2,7 @@ package sharefs
 
 import (
 	"encoding/binary"
+	"os"
 	"strconv"
 
 	"github.com/hugelgupf/p9/p9"
@@ -34,6 +35,9 @@ func (f *File) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 		}
 	}
 	if valid.UID || valid.GID {
+		if err := mayChown(&st, valid, attr); err != nil {
+			return err
+		}
 		uid, gid := -1, -1
 		if valid.UID {
 			uid = int(attr.UID)
@@ -68,6 +72,45 @@ func (f *File) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 		}
 	}
 	return nil
+}
+
+// mayChown lets the guest change ownership only as far as the host lets
+// an unprivileged user: the owner never changes, and the group changes
+// only on a file the VMM's user owns, to one of the VMM's own groups. So
+// every file in the share keeps belonging to the user running tinyvmm,
+// even when that is root, whom the kernel would let give files to anyone:
+// the guest gets the EPERM an unprivileged tinyvmm gets from the kernel.
+// (QEMU's 9p passes a chown through in its passthrough model; its mapped
+// model keeps the guest's owner in an xattr and leaves the host's file
+// owned by QEMU's user, which is the promise kept here, without the
+// xattrs.)
+func mayChown(st *unix.Stat_t, valid p9.SetAttrMask, attr p9.SetAttr) error {
+	if valid.UID && uint32(attr.UID) != st.Uid {
+		return unix.EPERM
+	}
+	if valid.GID && uint32(attr.GID) != st.Gid {
+		if st.Uid != uint32(os.Geteuid()) || !inGroup(uint32(attr.GID)) {
+			return unix.EPERM
+		}
+	}
+	return nil
+}
+
+// inGroup reports whether the process is in group gid.
+func inGroup(gid uint32) bool {
+	if gid == uint32(os.Getegid()) {
+		return true
+	}
+	groups, err := os.Getgroups()
+	if err != nil {
+		return false
+	}
+	for _, g := range groups {
+		if uint32(g) == gid {
+			return true
+		}
+	}
+	return false
 }
 
 // truncate sets the size, through the open fd when it can write.

@@ -14,6 +14,11 @@
 // follows a symlink at all (9P clients resolve them on their side).
 // Operations on a name (create, mkdir, unlink, rename, link) go through a
 // directory fd opened that way and a single path component.
+//
+// What a guest can hold in the host is bounded (Limits): the memory of the
+// Files alive at once, which bounds its fids (p9's server gives each fid
+// its own File), and the host files held open. Past either limit the
+// request gets ENFILE.
 package sharefs
 
 import (
@@ -21,6 +26,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
@@ -31,6 +37,31 @@ import (
 // resolve is how every path below the root is looked up.
 const resolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
+// Limits bound what a guest can hold in the host through one share.
+type Limits struct {
+	// NodeMemory bounds the VMM memory the Files alive at once take,
+	// each charged NodeCost plus the length of its path. p9's server
+	// gives every fid its own File, so this bounds the guest's fids.
+	NodeMemory int
+	// OpenFiles bounds the host files held open at once (Open, Create).
+	OpenFiles int
+}
+
+// NodeCost is what one fid costs the VMM besides its path: ~400 bytes
+// measured (p9's fid and path records, and the File), rounded up.
+const NodeCost = 512
+
+// DefaultLimits are the limits Open uses.
+//
+// A Linux guest mounting with cache=mmap keeps a fid for each dentry it
+// caches, and drops them only under memory pressure, so walking a large
+// tree (a kernel checkout: ~90,000 files) needs that many: 128 MiB holds
+// ~200,000 fids of typical paths, ~30,000 of the longest. Open files are
+// those the guest's processes hold open, like a host user's; OpenWith
+// takes at most a quarter of the process's fd limit, so the VMM keeps fds
+// for itself whatever the guest does.
+var DefaultLimits = Limits{NodeMemory: 128 << 20, OpenFiles: 4096}
+
 // Share is one host directory, the root of a 9P tree.
 type Share struct {
 	root *os.File // O_PATH|O_DIRECTORY
@@ -38,10 +69,25 @@ type Share struct {
 	// late request of an abandoned session may race) never lets the fd
 	// number be reused under a lookup.
 	rc syscall.RawConn
+
+	limits           Limits
+	nodes, mem, open atomic.Int64 // Files alive, what they are charged, host files open
 }
 
-// Open opens dir as a share. dir must be an existing directory.
-func Open(dir string) (*Share, error) {
+// Open opens dir as a share with DefaultLimits. dir must be an existing
+// directory.
+func Open(dir string) (*Share, error) { return OpenWith(dir, DefaultLimits) }
+
+// OpenWith opens dir as a share with the limits given; OpenFiles is
+// lowered to a quarter of the process's fd limit.
+func OpenWith(dir string, limits Limits) (*Share, error) {
+	if limits.NodeMemory < NodeCost || limits.OpenFiles < 1 {
+		return nil, fmt.Errorf("share %s: limits %+v: give NodeMemory at least NodeCost and OpenFiles at least 1", dir, limits)
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur != unix.RLIM_INFINITY {
+		limits.OpenFiles = int(max(1, min(uint64(limits.OpenFiles), rl.Cur/4)))
+	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("share %s: %w", dir, err)
@@ -59,14 +105,71 @@ func Open(dir string) (*Share, error) {
 		root.Close()
 		return nil, fmt.Errorf("share %s: %w", dir, err)
 	}
-	return &Share{root: root, rc: rc}, nil
+	return &Share{root: root, rc: rc, limits: limits}, nil
+}
+
+// Limits returns the share's limits.
+func (s *Share) Limits() Limits { return s.limits }
+
+// Nodes returns how many Files are alive (handed out and not closed).
+func (s *Share) Nodes() int { return int(s.nodes.Load()) }
+
+// OpenFiles returns how many host files the share holds open.
+func (s *Share) OpenFiles() int { return int(s.open.Load()) }
+
+// take counts one more against limit, or reports that none is left.
+func take(n *atomic.Int64, limit int) bool {
+	if n.Add(1) > int64(limit) {
+		n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// adopt counts f among the Files alive until its Close: ENFILE past the
+// limit.
+func (s *Share) adopt(f *File) (*File, error) {
+	charge := int64(NodeCost + len(f.rel))
+	if s.mem.Add(charge) > int64(s.limits.NodeMemory) {
+		s.mem.Add(-charge)
+		return nil, unix.ENFILE
+	}
+	s.nodes.Add(1)
+	f.charge.Store(charge)
+	return f, nil
+}
+
+// openFD runs open as one more host file held open: ENFILE when the
+// share holds its limit. The count goes back when open fails; closeFD and
+// Close give it back later.
+func (s *Share) openFD(open func() (int, error)) (int, error) {
+	if !take(&s.open, s.limits.OpenFiles) {
+		return -1, unix.ENFILE
+	}
+	fd, err := open()
+	if err != nil {
+		s.open.Add(-1)
+	}
+	return fd, err
+}
+
+// closeFD closes an fd from openFD that no File took.
+func (s *Share) closeFD(fd int) {
+	unix.Close(fd)
+	s.open.Add(-1)
 }
 
 // Close releases the root. Files still open keep their own fds.
 func (s *Share) Close() error { return s.root.Close() }
 
 // Attach implements p9.Attacher: the root of the share.
-func (s *Share) Attach() (p9.File, error) { return &File{share: s, rel: "."}, nil }
+func (s *Share) Attach() (p9.File, error) {
+	f, err := s.adopt(&File{share: s, rel: "."})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
 
 // File is one node of the share, named by its path relative to the root.
 // The path is resolved again (safely) at each use, so a File needs no fd
@@ -75,9 +178,10 @@ type File struct {
 	p9.DefaultWalkGetAttr
 	templatefs.NoopFile // xattrs: not supported
 
-	share *Share
-	rel   string   // "." for the root; never contains ".." or a leading "/"
-	file  *os.File // after Open or Create
+	share  *Share
+	rel    string       // "." for the root; never contains ".." or a leading "/"
+	file   *os.File     // after Open or Create; counted in share.open
+	charge atomic.Int64 // what adopt charged it, until Close
 }
 
 var _ p9.File = (*File)(nil)
@@ -166,7 +270,11 @@ func (f *File) stat() (unix.Stat_t, error) {
 // Walk implements p9.File.
 func (f *File) Walk(names []string) ([]p9.QID, p9.File, error) {
 	if len(names) == 0 {
-		return nil, &File{share: f.share, rel: f.rel}, nil
+		c, err := f.share.adopt(&File{share: f.share, rel: f.rel})
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, c, nil
 	}
 	qids := make([]p9.QID, 0, len(names))
 	cur := f
@@ -181,6 +289,9 @@ func (f *File) Walk(names []string) ([]p9.QID, p9.File, error) {
 		}
 		qids = append(qids, qidOf(&st))
 		cur = next
+	}
+	if _, err := f.share.adopt(cur); err != nil {
+		return nil, nil, err
 	}
 	return qids, cur, nil
 }
@@ -223,7 +334,7 @@ func (f *File) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	if f.file != nil {
 		return p9.QID{}, 0, unix.EBUSY
 	}
-	fd, err := f.share.lookup(f.rel, mode.OSFlags()|unix.O_NONBLOCK)
+	fd, err := f.share.openFD(func() (int, error) { return f.share.lookup(f.rel, mode.OSFlags()|unix.O_NONBLOCK) })
 	if err != nil {
 		return p9.QID{}, 0, err
 	}
@@ -231,7 +342,7 @@ func (f *File) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	// files and directories ignore it).
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+		f.share.closeFD(fd)
 		return p9.QID{}, 0, err
 	}
 	f.file = os.NewFile(uintptr(fd), f.rel)
@@ -270,12 +381,20 @@ func (f *File) FSync() error {
 	return unix.Fsync(int(f.file.Fd()))
 }
 
-// Close implements p9.File.
+// Close implements p9.File: the server calls it once it drops the File
+// (a clunk, a failed walk, the end of the session).
 func (f *File) Close() error {
-	if f.file != nil {
-		return f.file.Close()
+	if c := f.charge.Swap(0); c != 0 {
+		f.share.mem.Add(-c)
+		f.share.nodes.Add(-1)
 	}
-	return nil
+	if f.file == nil {
+		return nil
+	}
+	err := f.file.Close()
+	f.file = nil
+	f.share.open.Add(-1)
+	return err
 }
 
 // Create implements p9.File: a new regular file in this directory, opened.
@@ -283,23 +402,33 @@ func (f *File) Create(name string, mode p9.OpenFlags, perm p9.FileMode, _ p9.UID
 	if err := checkName(name); err != nil {
 		return nil, p9.QID{}, 0, err
 	}
-	dfd, err := f.dir()
+	c, err := f.share.adopt(f.child(name))
 	if err != nil {
 		return nil, p9.QID{}, 0, err
 	}
-	defer unix.Close(dfd)
-	fd, err := unix.Openat(dfd, name, mode.OSFlags()|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Permissions()))
+	fd, err := f.share.openFD(func() (int, error) { return f.create(name, mode, perm) })
 	if err != nil {
+		c.Close()
 		return nil, p9.QID{}, 0, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+		f.share.closeFD(fd)
+		c.Close()
 		return nil, p9.QID{}, 0, err
 	}
-	c := f.child(name)
 	c.file = os.NewFile(uintptr(fd), c.rel)
 	return c, qidOf(&st), 0, nil
+}
+
+// create makes the regular file name in this directory and opens it.
+func (f *File) create(name string, mode p9.OpenFlags, perm p9.FileMode) (int, error) {
+	dfd, err := f.dir()
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dfd)
+	return unix.Openat(dfd, name, mode.OSFlags()|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Permissions()))
 }
 
 // Mkdir implements p9.File.

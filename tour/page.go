@@ -1,7 +1,6 @@
 package tour
 
 import (
-	"encoding/base64"
 	"fmt"
 	"html"
 	"io"
@@ -49,7 +48,7 @@ func WriteStory(w io.Writer, p Page) {
 }
 
 // WriteHTML writes the tour as one self-contained page: inline CSS, the
-// plots as PNG data: URIs, nothing fetched.
+// plots as inline SVG, nothing fetched.
 func WriteHTML(w io.Writer, p Page) error {
 	var b strings.Builder
 	esc := html.EscapeString
@@ -67,7 +66,7 @@ func WriteHTML(w io.Writer, p Page) error {
 	}
 	b.WriteString("</pre>\n")
 	fmt.Fprintf(&b, "<p class=\"small\">Boot, ping and power-off took %.1f s; the device moved tx frames with %s.</p>\n",
-		p.Run.Elapsed.Seconds(), esc(p.Run.Stats.IO))
+		p.Run.Elapsed.Seconds(), esc(string(p.Run.Stats.IO)))
 	if p.Nested {
 		fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", esc(nestedNote))
 	}
@@ -141,11 +140,7 @@ func seedsHTML(b *strings.Builder, s Seeds) error {
 		}
 		b.WriteString("</table>\n")
 		for _, pl := range device.Plots(tables[i]) {
-			png, err := plotfmt.PNG(936, 460, pl)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(b, "<img alt=\"%s\" src=\"data:image/png;base64,%s\">\n", esc(pl.Title), base64.StdEncoding.EncodeToString(png))
+			fmt.Fprintf(b, "<figure role=\"img\" aria-label=\"%s\">%s</figure>\n", esc(pl.Title), plotfmt.SVG(624, 307, pl))
 		}
 		fmt.Fprintf(b, "<p class=\"finding\">%s</p>\n</section>\n", esc(sc.Finding))
 	}
@@ -179,7 +174,8 @@ table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-
 th, td { padding: .2em .7em; border-bottom: 1px solid #ddd; text-align: left; }
 th { background: #eef3f8; }
 .num { text-align: right; }
-img { display: block; width: 100%; max-width: 39em; margin: 1em 0; border: 1px solid #e4e4de; }
+figure { margin: 1em 0; }
+figure svg { display: block; width: 100%; max-width: 39rem; height: auto; border: 1px solid #e4e4de; }
 .finding { font-weight: 600; }
 footer { margin-top: 3em; color: #555; border-top: 1px solid #ddd; padding-top: .8em; }
 `

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,18 @@ func pageText(html string) string {
 	return strings.Join(strings.Fields(html), " ")
 }
 
+// plotTextProbe finds the smallest font size of the plots' text as laid
+// out: the SVG's font size scaled by the width the SVG is drawn at.
+const plotTextProbe = `<script>
+let px = 1e9;
+for (const t of document.querySelectorAll("figure svg text")) {
+  const svg = t.ownerSVGElement;
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  px = Math.min(px, parseFloat(getComputedStyle(t).fontSize) * scale);
+}
+document.body.setAttribute("data-plot-text-px", px < 1e9 ? px.toFixed(1) : "0");
+</script>`
+
 // pageWants are texts the page must show: the story, the numbers, the
 // findings.
 var pageWants = []string{
@@ -167,8 +180,8 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if n := strings.Count(page, `src="data:image/png;base64,`); n != 3 {
-		t.Errorf("%d PNG plots, want 3", n)
+	if n := strings.Count(page, "<figure role=\"img\" aria-label=\"Seed 00"); n != 3 || strings.Count(page, "<svg ") != 3 || strings.Count(page, "</svg>") != 3 {
+		t.Errorf("%d plots, %d <svg, %d </svg>; want 3 inline SVG plots", n, strings.Count(page, "<svg "), strings.Count(page, "</svg>"))
 	}
 	// Self-contained: nothing to fetch.
 	if m := regexp.MustCompile(`(?i)(src|href)="(https?:|//)|@import|url\(`).FindString(page); m != "" {
@@ -234,7 +247,26 @@ func TestPageInChromium(t *testing.T) {
 		return out
 	}
 
-	dom := string(run("--dump-dom"))
+	// The page as a reader at 1000 px sees it: a script (the test's, not
+	// the page's) measures, after layout, the smallest text of any plot
+	// and writes it into the DOM that --dump-dom prints.
+	withProbe := bytes.Replace(b.Bytes(), []byte("</body>"), []byte(plotTextProbe+"</body>"), 1)
+	if err := os.WriteFile(file, withProbe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := string(run("--dump-dom", "--window-size=1000,3000"))
+	m := regexp.MustCompile(`data-plot-text-px="([0-9.]+)"`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatal("the page's plots were not measured: no data-plot-text-px in the DOM")
+	}
+	if px, _ := strconv.ParseFloat(m[1], 64); px < 12 {
+		t.Errorf("at 1000 px the smallest plot text is %.1f px high, want at least 12", px)
+	} else {
+		t.Logf("at 1000 px the smallest plot text is %.1f px", px)
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	text := pageText(dom)
 	for _, want := range pageWants {
 		if !strings.Contains(text, want) {
@@ -322,4 +354,63 @@ func TestRunSeedsLive(t *testing.T) {
 		t.Errorf("screens:\n%s", b.String())
 	}
 	t.Logf("took %v", s.Took)
+}
+
+// withSpread gives every canned row a spread of ±frac around its median.
+func withSpread(s Seeds, frac float64) Seeds {
+	around := func(v float64) device.Spread { return device.Spread{Min: v * (1 - frac), Max: v * (1 + frac)} }
+	s.Weights = append([]device.LatencyRow(nil), s.Weights...)
+	s.Batches = append([]device.BatchRow(nil), s.Batches...)
+	s.Thresholds = append([]device.ThresholdRow(nil), s.Thresholds...)
+	for i := range s.Weights {
+		s.Weights[i].AvgMsRange = around(s.Weights[i].AvgMs)
+	}
+	for i := range s.Batches {
+		s.Batches[i].PPSRange = around(s.Batches[i].PPS)
+		s.Batches[i].NsRange = around(s.Batches[i].NsPerFrame)
+	}
+	for i := range s.Thresholds {
+		s.Thresholds[i].PPSRange = around(s.Thresholds[i].PPS)
+		s.Thresholds[i].NsRange = around(s.Thresholds[i].NsPerFrame)
+	}
+	return s
+}
+
+// Where the runs' spreads overlap, a screen says the run cannot tell the
+// settings apart instead of teaching its noise, and points to the CPU
+// time per frame, which a sender-bound run still shows.
+func TestScreensSayInconclusive(t *testing.T) {
+	for _, sc := range withSpread(cannedSeeds(), 0.4).Screens() {
+		if !strings.HasPrefix(sc.Finding, "Inconclusive") {
+			t.Errorf("%s: spreads of ±40%% overlap, yet the finding is %q", sc.Title, sc.Finding)
+		}
+	}
+	batch := withSpread(cannedSeeds(), 0.4).batchScreen()
+	if !strings.Contains(batch.Finding, "CPU time per frame: 1766 ns with batch 1, 1446 ns with batch 64 (-18%)") {
+		t.Errorf("the batch finding does not read the CPU per frame: %q", batch.Finding)
+	}
+	if batch.Table[1][4] != "+22%?" {
+		t.Errorf("a gain within the spread is %q, want it marked +22%%?", batch.Table[1][4])
+	}
+}
+
+// Where the spreads are narrow, the findings stand, and thresholds the
+// runs cannot tell from the peak are named.
+func TestScreensWithNarrowSpread(t *testing.T) {
+	s := withSpread(cannedSeeds(), 0.01)
+	for _, sc := range s.Screens() {
+		if strings.Contains(sc.Finding, "Inconclusive") {
+			t.Errorf("%s: spreads of ±1%% do not overlap, yet %q", sc.Title, sc.Finding)
+		}
+	}
+	s.Thresholds[2].PPSRange = device.Spread{Min: 560000, Max: 615000} // 4 reaches the peak's (16) spread
+	thr := s.thresholdScreen()
+	if !strings.Contains(thr.Finding, "cannot tell threshold 4 from the peak") {
+		t.Errorf("threshold finding %q", thr.Finding)
+	}
+	var b strings.Builder
+	writeTable(&b, thr.Table)
+	if !strings.Contains(b.String(), "spread") || !strings.Contains(b.String(), "±1%") {
+		t.Errorf("the threshold table shows no spread:\n%s", b.String())
+	}
 }

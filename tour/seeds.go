@@ -15,22 +15,22 @@ import (
 // SeedOptions bound the live runs of the three ideas; a zero field takes
 // the tour's default. The experiments are bench/device's own, run short.
 type SeedOptions struct {
-	LatencyRun   time.Duration // per tx weight (800 ms)
-	BatchRun     time.Duration // per rx batch cell, 8 cells (400 ms)
-	ThresholdRun time.Duration // per notification threshold, 7 of them (300 ms)
+	LatencyRun   time.Duration // per tx weight and run (400 ms)
+	BatchRun     time.Duration // per rx batch cell and run, 8 cells (200 ms)
+	ThresholdRun time.Duration // per notification threshold and run, 7 of them (150 ms)
 	// Log gets one line as each run starts.
 	Log io.Writer
 }
 
 func (o *SeedOptions) defaults() {
 	if o.LatencyRun <= 0 {
-		o.LatencyRun = 800 * time.Millisecond
+		o.LatencyRun = 400 * time.Millisecond
 	}
 	if o.BatchRun <= 0 {
-		o.BatchRun = 400 * time.Millisecond
+		o.BatchRun = 200 * time.Millisecond
 	}
 	if o.ThresholdRun <= 0 {
-		o.ThresholdRun = 300 * time.Millisecond
+		o.ThresholdRun = 150 * time.Millisecond
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -44,6 +44,12 @@ var (
 	tourThresholds = []int{1, 2, 4, 8, 16, 32, 64}
 )
 
+// tourRuns is how often each cell runs, interleaved with the others (all
+// cells once, then all again), so that a passing load spoils one run of
+// every cell rather than every run of one; the tables show the median and
+// the spread, and a finding whose cells' spreads overlap says so.
+const tourRuns = 3
+
 // Seeds is what the live runs measured.
 type Seeds struct {
 	Weights    []device.LatencyRow
@@ -55,7 +61,7 @@ type Seeds struct {
 }
 
 // RunSeeds runs experiments 002, 004 and 000 of `tinyvmm bench device`
-// once each with the tour's short sweeps: the Go driver plays the guest,
+// with the tour's short sweeps, tourRuns times each, interleaved: the Go driver plays the guest,
 // the device has a tap (or an af_packet socket on a veth) in a network
 // namespace each run makes and removes. It needs root, not KVM.
 func RunSeeds(o SeedOptions) (Seeds, error) {
@@ -65,7 +71,7 @@ func RunSeeds(o SeedOptions) (Seeds, error) {
 	run := func(only, what string, d time.Duration) (*device.Results, error) {
 		fmt.Fprintf(o.Log, "tour: live run: %s\n", what)
 		r, err := device.Run(device.Options{
-			Runs: 1, Only: only, Out: io.Discard,
+			Runs: tourRuns, Only: only, Out: io.Discard,
 			Weights: tourWeights, LatencyRun: d,
 			BatchRun:   d,
 			Thresholds: tourThresholds, ThresholdRun: d,
@@ -76,16 +82,16 @@ func RunSeeds(o SeedOptions) (Seeds, error) {
 		s.Failed = append(s.Failed, r.Failed...)
 		return r, nil
 	}
-	r, err := run("002", fmt.Sprintf("tx weights %v under a flood, %s each", tourWeights, secs(o.LatencyRun)), o.LatencyRun)
+	r, err := run("002", fmt.Sprintf("tx weights %v under a flood, %d runs of %s each", tourWeights, tourRuns, secs(o.LatencyRun)), o.LatencyRun)
 	if err != nil {
 		return s, err
 	}
 	s.Weights = r.Seed002
-	if r, err = run("004", fmt.Sprintf("rx batch 1 and 64, 8 cells of %s", secs(o.BatchRun)), o.BatchRun); err != nil {
+	if r, err = run("004", fmt.Sprintf("rx batch 1 and 64, 8 cells, %d runs of %s each", tourRuns, secs(o.BatchRun)), o.BatchRun); err != nil {
 		return s, err
 	}
 	s.Batches = r.Seed004
-	if r, err = run("000", fmt.Sprintf("notification thresholds %v, %s each", tourThresholds, secs(o.ThresholdRun)), o.ThresholdRun); err != nil {
+	if r, err = run("000", fmt.Sprintf("notification thresholds %v, %d runs of %s each", tourThresholds, tourRuns, secs(o.ThresholdRun)), o.ThresholdRun); err != nil {
 		return s, err
 	}
 	s.Thresholds = r.Seed000
@@ -126,7 +132,7 @@ func (s Seeds) weightScreen() Screen {
 		From:  "vhost-net: add limitation of sent packets for tx polling (seed 002)",
 		Idea: []string{
 			fmt.Sprintf("vhost-net ends one run of its tx loop after 512 KiB (VHOST_NET_WEIGHT) and requeues tx behind rx. With 1-byte UDP frames that is thousands of frames, and rx waits behind them (the patch's 'Origin', 'none' below): the patch added a packet weight. tinyvmm stops tx after %d frames or 512 KiB, whichever comes first.", virtionet.DefaultWeightPkts),
-			fmt.Sprintf("Live: the guest floods 1-byte UDP while the host sends it a UDP echo request every 5 ms and times the answer; %s per weight.", secs(s.Opt.LatencyRun)),
+			fmt.Sprintf("Live: the guest floods 1-byte UDP while the host sends it a UDP echo request every 5 ms and times the answer; %d runs of %s per weight. 'answers' counts the echo requests answered over those runs: each wait in the table is one of them.", tourRuns, secs(s.Opt.LatencyRun)),
 		},
 		Where: []string{"virtionet/worker.go overWeight, worker.enqueue", "virtionet/tx.go worker.handleTx"},
 		Table: [][]string{{"tx weight", "min ms", "avg ms", "p99 ms", "max ms", "tx frames/s", "answers"}},
@@ -145,11 +151,14 @@ func (s Seeds) weightScreen() Screen {
 	switch {
 	case none == nil || def == nil || none.Samples == 0 || def.Samples == 0:
 		sc.Finding = "A run failed, so there is nothing to compare (see the notes)."
+	case tellsApart(def.AvgMsRange, none.AvgMsRange) == inconclusive:
+		sc.Finding = fmt.Sprintf("Inconclusive: the average wait with the weight at %d (%s ms over %d runs) and with none (%s ms) overlap, so these runs cannot tell them apart. The flood sets the wait only while it fills the ring, which a busy machine may not let it do; 'tinyvmm bench device --only 002' runs longer.",
+			def.Weight, rangeText(def.AvgMsRange, 2), tourRuns, rangeText(none.AvgMsRange, 2))
 	case def.AvgMs < 0.9*none.AvgMs:
 		sc.Finding = fmt.Sprintf("With the weight at %d an echo request waited %.2f ms on average (p99 %.2f) against %.2f ms (p99 %.2f) with none: %.1fx sooner, while the flood kept %.0f%% of its rate.",
 			def.Weight, def.AvgMs, def.P99Ms, none.AvgMs, none.P99Ms, none.AvgMs/def.AvgMs, 100*def.TxPPS/max(none.TxPPS, 1))
 	default:
-		sc.Finding = fmt.Sprintf("In this short run the weight did not cut the wait (%.2f ms on average at %d, %.2f ms with none): on a busy machine one run is noisy; 'tinyvmm bench device -only 002' runs each weight 3 times.",
+		sc.Finding = fmt.Sprintf("In this short run the weight did not cut the wait (%.2f ms on average at %d, %.2f ms with none): on a busy machine one run is noisy; 'tinyvmm bench device --only 002' runs each weight 3 times.",
 			def.AvgMs, def.Weight, none.AvgMs)
 	}
 	return sc
@@ -167,9 +176,10 @@ func (s Seeds) batchScreen() Screen {
 		Table: [][]string{{"backend", "buffers", "batch 1/s", "batch 64/s", "gain", "frames/batch", "ns/frame 1/64"}},
 	}
 	var best struct {
-		gain     float64
-		name     string
-		one, all float64
+		gain           float64
+		name           string
+		one, all       float64
+		oneRow, allRow device.BatchRow
 	}
 	best.gain = -1e9
 	for _, be := range []string{"tap", "af_packet"} {
@@ -198,8 +208,12 @@ func (s Seeds) batchScreen() Screen {
 					g = 0 // not "-0%"
 				}
 				gain = fmt.Sprintf("%+.0f%%", g)
+				if tellsApart(many.PPSRange, one.PPSRange) == inconclusive {
+					gain += "?"
+				}
 				if g > best.gain {
 					best.gain, best.name, best.one, best.all = g, be+" with "+bufs+" buffers", one.PPS, many.PPS
+					best.oneRow, best.allRow = *one, *many
 				}
 			}
 			sc.Table = append(sc.Table, []string{be, bufs, fmt.Sprintf("%.0f", one.PPS), fmt.Sprintf("%.0f", many.PPS), gain,
@@ -209,8 +223,11 @@ func (s Seeds) batchScreen() Screen {
 	switch {
 	case best.name == "":
 		sc.Finding = "A run failed, so there is nothing to compare (see the notes)."
+	case tellsApart(best.allRow.PPSRange, best.oneRow.PPSRange) == inconclusive:
+		sc.Finding = fmt.Sprintf("Inconclusive in frames/s: even on %s, the best case, batch 64 (%s frames/s over %d runs) and batch 1 (%s) overlap, so these runs cannot tell them apart (a gain marked ? is within the runs' spread). When the sender, not the device, sets the pace, the device's saving cannot show as frames/s; it shows as the worker's CPU time per frame: %s.",
+			best.name, rangeText(best.allRow.PPSRange, 0), tourRuns, rangeText(best.oneRow.PPSRange, 0), cpuPerFrameText(best.oneRow.NsPerFrame, best.allRow.NsPerFrame, best.oneRow.NsRange, best.allRow.NsRange, "batch 1", "batch 64"))
 	case best.gain < 5:
-		sc.Finding = fmt.Sprintf("In this short run batching gained at most %+.0f%% (%s): on a busy machine one run is noisy; 'tinyvmm bench device -only 004' runs each cell 3 times. The patch measured +19.6%% (small) and +14.7%% (mergeable) in vhost-net.",
+		sc.Finding = fmt.Sprintf("In this short run batching gained at most %+.0f%% (%s): on a busy machine one run is noisy; 'tinyvmm bench device --only 004' runs each cell 3 times. The patch measured +19.6%% (small) and +14.7%% (mergeable) in vhost-net.",
 			best.gain, best.name)
 	default:
 		sc.Finding = fmt.Sprintf("Batching did best on %s: %.0f frames/s against %.0f one at a time (%+.0f%%). The patch measured +19.6%% (small) and +14.7%% (mergeable) in vhost-net. ns/frame is the worker thread's CPU time per frame.",
@@ -227,13 +244,14 @@ func (s Seeds) thresholdScreen() Screen {
 			"The patch has the guest's driver kick the device once every 8 frames (xsk_kick_thr) instead of after each; its table of frames/s by threshold 1 to 64 is best from 3 to 13 and uneven above.",
 			fmt.Sprintf("tinyvmm's device does it from its side: during a tx burst it publishes used entries every N chains and moves avail_event N-1 ahead, so the guest kicks once per N (default %d). Live: the guest floods 64-byte frames the host drops at once; %s per threshold.", virtionet.DefaultNotifyThreshold, secs(s.Opt.ThresholdRun)),
 		},
-		Where: []string{"virtionet/tx.go worker.handleTx, worker.txGroup", "devices/virtqueue.go Queue.EnableNotify, Queue.PublishUsed"},
+		Where: []string{"virtionet/tx.go worker.handleTx, worker.txGroup", "virtio/virtqueue.go Queue.EnableNotify, Queue.PublishUsed"},
 	}
-	thr, pps, ns := []string{"threshold"}, []string{"kframes/s"}, []string{"ns/frame"}
+	thr, pps, spr, ns := []string{"threshold"}, []string{"kframes/s"}, []string{"spread"}, []string{"ns/frame"}
 	var one, best, def device.ThresholdRow
 	for _, r := range s.Thresholds {
 		thr = append(thr, fmt.Sprint(r.Threshold))
 		pps = append(pps, fmt.Sprintf("%.0f", r.PPS/1000))
+		spr = append(spr, spreadText(r.PPSRange, r.PPS))
 		ns = append(ns, fmt.Sprintf("%.0f", r.NsPerFrame))
 		if r.Threshold == 1 {
 			one = r
@@ -246,9 +264,26 @@ func (s Seeds) thresholdScreen() Screen {
 		}
 	}
 	sc.Table, sc.RowHeads = [][]string{thr, pps, ns}, true
-	if one.PPS <= 0 || best.PPS <= 0 {
+	if best.PPSRange.Known() {
+		sc.Table = [][]string{thr, pps, spr, ns}
+	}
+	var peers []string // thresholds the runs cannot tell from the peak
+	for _, r := range s.Thresholds {
+		if r.Threshold != best.Threshold && tellsApart(r.PPSRange, best.PPSRange) == inconclusive {
+			peers = append(peers, fmt.Sprint(r.Threshold))
+		}
+	}
+	switch {
+	case one.PPS <= 0 || best.PPS <= 0:
 		sc.Finding = "A run failed, so there is nothing to compare (see the notes)."
-	} else {
+	case best.Threshold != 1 && tellsApart(best.PPSRange, one.PPSRange) == inconclusive:
+		sc.Finding = fmt.Sprintf("Inconclusive in frames/s: the peak, threshold %d (%s kframes/s over %d runs), and threshold 1 (%s) overlap, so these runs cannot tell the thresholds apart. When the sender, not the device, sets the pace, fewer kicks cannot show as frames/s; they show as the worker's CPU time per frame: %s.",
+			best.Threshold, rangeText(scale(best.PPSRange, 1e-3), 0), tourRuns, rangeText(scale(one.PPSRange, 1e-3), 0),
+			cpuPerFrameText(one.NsPerFrame, def.NsPerFrame, one.NsRange, def.NsRange, "threshold 1", fmt.Sprintf("the default, %d,", virtionet.DefaultNotifyThreshold)))
+	case best.Threshold != 1 && len(peers) > 0:
+		sc.Finding = fmt.Sprintf("The rate peaked at threshold %d, %.0f frames/s, %.2fx threshold 1 (above it in every run); the runs cannot tell threshold %s from the peak (their spreads overlap). The default, %d, ran at %.0f. ns/frame is the worker thread's CPU time per frame, steadier than the rate on a shared machine.",
+			best.Threshold, best.PPS, best.PPS/one.PPS, strings.Join(peers, ", "), virtionet.DefaultNotifyThreshold, def.PPS)
+	default:
 		sc.Finding = fmt.Sprintf("The rate peaked at threshold %d, %.0f frames/s, %.2fx threshold 1; the default, %d, ran at %.0f. ns/frame is the worker thread's CPU time per frame, steadier than the rate on a shared machine.",
 			best.Threshold, best.PPS, best.PPS/one.PPS, virtionet.DefaultNotifyThreshold, def.PPS)
 	}
@@ -342,6 +377,58 @@ func leftColumns(rows [][]string) map[int]bool {
 		}
 	}
 	return left
+}
+
+// verdict is what a cell's runs say against another's.
+type verdict int
+
+const (
+	unknown      verdict = iota // no spread measured: the medians speak alone
+	apart                       // every run of one beat every run of the other
+	inconclusive                // the spreads overlap
+)
+
+func tellsApart(a, b device.Spread) verdict {
+	switch {
+	case !a.Known() || !b.Known():
+		return unknown
+	case a.Overlaps(b):
+		return inconclusive
+	}
+	return apart
+}
+
+// rangeText writes a spread as "1.20-1.45".
+func rangeText(s device.Spread, decimals int) string {
+	return fmt.Sprintf("%.*f-%.*f", decimals, s.Min, decimals, s.Max)
+}
+
+// spreadText writes a spread as a share of the median, "±7%"; "-" where none.
+func spreadText(s device.Spread, median float64) string {
+	if !s.Known() || median <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("±%.0f%%", 50*(s.Max-s.Min)/median)
+}
+
+func scale(s device.Spread, f float64) device.Spread {
+	return device.Spread{Min: s.Min * f, Max: s.Max * f}
+}
+
+// cpuPerFrameText compares the worker's CPU time per frame of two cells,
+// and says whether the runs tell them apart.
+func cpuPerFrameText(a, b float64, ar, br device.Spread, aName, bName string) string {
+	if a <= 0 || b <= 0 {
+		return "not measured here"
+	}
+	text := fmt.Sprintf("%.0f ns with %s, %.0f ns with %s (%+.0f%%)", a, aName, b, bName, 100*(b-a)/a)
+	switch tellsApart(ar, br) {
+	case apart:
+		text += ", apart in every run"
+	case inconclusive:
+		text += ", though these too overlap"
+	}
+	return text
 }
 
 // secs writes d as "0.8 s".

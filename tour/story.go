@@ -163,7 +163,7 @@ func Tell(evs []Event, stats virtionet.Stats) (Story, error) {
 		Step{Text: "the guest's virtio-net driver puts the frame in a chain (a 12-byte virtio_net_hdr and the frame), adds it to the tx avail ring and writes the queue's notify address",
 			Where: "guest Linux, drivers/net/virtio_net.c start_xmit"},
 		Step{Text: "KVM matches the write to an ioeventfd and signals its eventfd: no exit to tinyvmm",
-			Where: "registered by devices/virtio_pci.go VirtioPCI.addIoeventfdsLocked"})
+			Where: "registered by virtio/pci/transport.go Transport.addIoeventfdsLocked"})
 	if kick >= 0 {
 		s.Out = append(s.Out, Step{Text: "the device's worker wakes in epoll and reads the kick",
 			Where: "virtionet/worker.go worker.onKick", Count: fmt.Sprintf("tx kicks %d", tx.Kicks), Traced: true})
@@ -171,7 +171,7 @@ func Tell(evs []Event, stats virtionet.Stats) (Story, error) {
 		s.Notes = append(s.Notes, "no tx kick before the chain: the worker was already polling the ring (avail_event)")
 	}
 	s.Out = append(s.Out, Step{Text: "it pops the chain (" + evs[pop].Args + ") from the avail ring",
-		Where: "virtionet/tx.go worker.txGroup, devices/virtqueue.go Queue.Pop", Took: since(pop), Traced: true})
+		Where: "virtionet/tx.go worker.txGroup, virtio/virtqueue.go Queue.Pop", Took: since(pop), Traced: true})
 	if w := txWrite(evs, pop, txPub); w >= 0 {
 		how := map[string]string{
 			"writev":   "one writev per frame",
@@ -190,7 +190,7 @@ func Tell(evs []Event, stats virtionet.Stats) (Story, error) {
 			call = evs[w].What
 		}
 		s.Out = append(s.Out, Step{Text: "the " + call + " returns: the tap took the frame (the host's stack may handle it, and answer, within that call); the worker adds the used entry and publishes used.idx",
-			Where: "virtionet/frameio.go frameIO, devices/virtqueue.go Queue.AddUsed, virtionet/worker.go worker.publish",
+			Where: "virtionet/frameio.go frameIO, virtio/virtqueue.go Queue.AddUsed, virtionet/worker.go worker.publish",
 			Count: fmt.Sprintf("tx frames %d, bytes %d", tx.Frames, tx.Bytes), Took: since(txPub), Traced: true})
 	} else {
 		s.Out = append(s.Out, Step{Text: "it writes the frame to the tap, adds the used entry and publishes used.idx",
@@ -199,11 +199,11 @@ func Tell(evs []Event, stats virtionet.Stats) (Story, error) {
 	}
 	if irq := find(evs, txPub, "tx", "irq"); irq >= 0 && irq < batch {
 		s.Out = append(s.Out, Step{Text: "the guest asked for an interrupt (EVENT_IDX): the worker writes the tx vector's irqfd",
-			Where: "virtionet/worker.go worker.publish, devices/virtqueue.go Queue.NeedsInterrupt",
+			Where: "virtionet/worker.go worker.publish, virtio/virtqueue.go Queue.NeedsInterrupt",
 			Count: fmt.Sprintf("tx interrupts %d", tx.Interrupts), Took: since(irq), Traced: true})
 	} else {
 		s.Out = append(s.Out, Step{Text: "no tx interrupt: the guest's used_event did not ask for one (EVENT_IDX), it reclaims the buffer later",
-			Where: "devices/virtqueue.go Queue.NeedsInterrupt"})
+			Where: "virtio/virtqueue.go Queue.NeedsInterrupt"})
 	}
 
 	s.In = append(s.In,

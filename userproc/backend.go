@@ -118,13 +118,8 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		started <- nil
 		b.waitErr = cmd.Wait()
 		defer close(b.exited)
-		select {
-		case <-b.closing:
-		case <-b.ready: // an exit while the guest runs is news
-			if logf != nil {
-				logf("net user: %s exited: %v", Program, b.waitErr)
-			}
-		default: // Start reports it
+		if logf != nil && b.exitIsNews() {
+			logf("net user: %s exited: %v", Program, b.waitErr)
 		}
 	}()
 	err = <-started
@@ -162,6 +157,25 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 	}
 	close(b.ready)
 	return b, nil
+}
+
+// exitIsNews says whether the child's exit, just waited for, should be
+// logged: only an exit while the guest runs. Close kills the child after
+// closing closing, and Start reports an exit before ready itself. closing
+// is checked first and alone: once Close has run, ready may be closed as
+// well, and a select over both would pick either at random.
+func (b *Backend) exitIsNews() bool {
+	select {
+	case <-b.closing:
+		return false
+	default:
+	}
+	select {
+	case <-b.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // Name implements virtionet.Backend.

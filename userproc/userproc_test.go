@@ -2,6 +2,7 @@ package userproc
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -159,5 +160,34 @@ func TestArgsRoundTrip(t *testing.T) {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("%q taken", bad)
 		}
+	}
+}
+
+// Close is not news: the child it kills is never logged as exited. The
+// goroutine that waits for the child sees both closing and ready closed by
+// then; were it to pick between them at random (a select), about half of
+// these closes would log a false "exited: signal: killed".
+func TestCloseLogsNothing(t *testing.T) {
+	withChild(t)
+	const runs = 20
+	for i := range runs {
+		var mu sync.Mutex
+		var logged []string
+		b, err := Start(Config{MAC: testMAC}, func(f string, a ...any) {
+			mu.Lock()
+			logged = append(logged, fmt.Sprintf(f, a...))
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(logged) != 0 {
+			t.Fatalf("close %d of %d logged %q", i+1, runs, logged)
+		}
+		mu.Unlock()
 	}
 }

@@ -8,17 +8,26 @@ import (
 
 // 9P framing: size[4] type[1] tag[2], then the body.
 const (
-	headerLen   = 7
-	rlerrorLen  = headerLen + 4 // Rlerror: ecode[4]
-	msgRlerror  = 7
-	msgTversion = 100
-	msgTflush   = 108
-	msgRflush   = 109
-	msgRversion = 101
+	headerLen       = 7
+	rlerrorLen      = headerLen + 4 // Rlerror: ecode[4]
+	msgRlerror      = 7
+	msgTxattrcreate = 32
+	msgTversion     = 100
+	msgTflush       = 108
+	msgRflush       = 109
+	msgRversion     = 101
 )
 
 // conn is the byte stream between the device and one p9 server session:
 // the server reads requests from it and writes replies to it.
+//
+// The server writes each reply in several pieces (header, fixed fields,
+// payload), never interleaving two (it holds its send lock for a whole
+// message). Write follows that framing itself: each message goes whole to
+// the chain that was waiting when its header arrived, or nowhere, and that
+// chain is done only once the message's last byte is in. So a reply too
+// big for its chain is consumed to its end before the next chain is
+// served, and its tail can never be read as the next reply's header.
 type conn struct {
 	reqs      chan []byte
 	closed    chan struct{}
@@ -29,7 +38,12 @@ type conn struct {
 	pending []byte
 
 	mu    sync.Mutex
-	reply *reply // where the next reply goes; nil drops it
+	next  *reply // the chain waiting for the next reply; nil drops it
+	cur   *reply // the chain the message in progress goes to; nil drops it
+	hdr   [headerLen]byte
+	nhdr  int // header bytes of the next message received so far
+	left  int // bytes of the message in progress still to come
+	inMsg bool
 }
 
 func newConn() *conn {
@@ -53,21 +67,50 @@ func (c *conn) Read(p []byte) (int, error) {
 }
 
 // Write implements io.Writer for the server: reply bytes, in as many
-// pieces as it likes, go into the chain in flight.
+// pieces as it likes.
 func (c *conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.reply != nil && c.reply.write(p) {
-		close(c.reply.done)
-		c.reply = nil
+	n := len(p)
+	for len(p) > 0 {
+		if !c.inMsg {
+			k := copy(c.hdr[c.nhdr:], p)
+			c.nhdr += k
+			p = p[k:]
+			if c.nhdr < headerLen {
+				break
+			}
+			c.nhdr = 0
+			// p9 always frames its messages: size counts the header.
+			// Should it not, the message is taken as the header alone.
+			size := max(int(binary.LittleEndian.Uint32(c.hdr[:])), headerLen)
+			c.cur, c.next = c.next, nil
+			c.left, c.inMsg = size-headerLen, true
+			if c.cur != nil {
+				c.cur.begin(c.hdr, size)
+			}
+		} else {
+			k := min(len(p), c.left)
+			if c.cur != nil {
+				c.cur.body(p[:k])
+			}
+			c.left -= k
+			p = p[k:]
+		}
+		if c.inMsg && c.left == 0 {
+			if c.cur != nil {
+				close(c.cur.done)
+			}
+			c.cur, c.inMsg = nil, false
+		}
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // expect names the chain the next reply goes into.
 func (c *conn) expect(r *reply) {
 	c.mu.Lock()
-	c.reply = r
+	c.next = r
 	c.mu.Unlock()
 }
 
@@ -77,7 +120,7 @@ func (c *conn) expect(r *reply) {
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.mu.Lock()
-	c.reply = nil
+	c.next, c.cur = nil, nil
 	c.mu.Unlock()
 	return nil
 }
@@ -90,47 +133,32 @@ type reply struct {
 	done     chan struct{}
 
 	head     [rlerrorLen]byte // the first bytes: header, and Rversion's msize or Rlerror's code
-	total    int              // the reply's size field, once the header is in
 	got      int              // reply bytes received
 	written  int              // bytes put into guest memory
 	overflow bool             // the reply does not fit in the chain: dropped
 }
 
-// write takes the next reply bytes and reports whether the reply is
-// complete. Bytes past its end are ignored.
-func (r *reply) write(p []byte) bool {
-	for len(p) > 0 {
-		if r.got < headerLen {
-			n := copy(r.head[r.got:headerLen], p)
-			r.got += n
-			p = p[n:]
-			if r.got < headerLen {
-				return false
-			}
-			r.total = int(binary.LittleEndian.Uint32(r.head[:]))
-			binary.LittleEndian.PutUint16(r.head[5:], r.tag) // the server sends no tag for a request it could not decode
-			if r.total < headerLen || r.total > r.capacity {
-				r.overflow = true
-				return true
-			}
-			r.put(r.head[:headerLen])
-			if r.got == r.total {
-				return true
-			}
-			continue
-		}
-		n := min(len(p), r.total-r.got)
-		if r.got < rlerrorLen {
-			copy(r.head[r.got:], p[:n])
-		}
-		r.put(p[:n])
-		r.got += n
-		p = p[n:]
-		if r.got == r.total {
-			return true
-		}
+// begin takes the reply's header; size is its size field.
+func (r *reply) begin(hdr [headerLen]byte, size int) {
+	copy(r.head[:], hdr[:])
+	binary.LittleEndian.PutUint16(r.head[5:], r.tag) // the server sends no tag for a request it could not decode
+	r.got = headerLen
+	if size > r.capacity {
+		r.overflow = true
+		return
 	}
-	return false
+	r.put(r.head[:headerLen])
+}
+
+// body takes the next bytes of the reply after its header.
+func (r *reply) body(p []byte) {
+	if r.got < rlerrorLen {
+		copy(r.head[r.got:], p)
+	}
+	r.got += len(p)
+	if !r.overflow {
+		r.put(p)
+	}
 }
 
 // put appends b to what is written into the guest buffers.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // DeviceID is the virtio device ID of a 9P transport.
@@ -42,7 +42,7 @@ const QueueSize = 256
 const MaxTagLen = 255
 
 // features offered: the tag, and the transport features the queue supports.
-const features = devices.FeatureVersion1 | devices.FeatureIndirectDesc | devices.FeatureEventIdx | FeatMountTag
+const features = virtio.FeatureVersion1 | virtio.FeatureIndirectDesc | virtio.FeatureEventIdx | FeatMountTag
 
 // Device is one virtio-9p device: a mount tag and the tree behind it.
 type Device struct {
@@ -71,16 +71,16 @@ func New(tag string, attacher p9.Attacher, logf func(format string, args ...any)
 // Tag is the mount tag.
 func (d *Device) Tag() string { return d.tag }
 
-// Type implements devices.VirtioDevice.
+// Type implements virtio.Device.
 func (d *Device) Type() uint16 { return DeviceID }
 
-// Features implements devices.VirtioDevice.
+// Features implements virtio.Device.
 func (d *Device) Features() uint64 { return features }
 
-// QueueMaxSizes implements devices.VirtioDevice: one request queue.
+// QueueMaxSizes implements virtio.Device: one request queue.
 func (d *Device) QueueMaxSizes() []uint16 { return []uint16{QueueSize} }
 
-// ReadConfig implements devices.VirtioDevice: le16 tag_len, then the tag
+// ReadConfig implements virtio.Device: le16 tag_len, then the tag
 // (not NUL-terminated). Reads past the end are zeros.
 func (d *Device) ReadConfig(offset uint64, data []byte) {
 	cfg := make([]byte, 2+len(d.tag))
@@ -94,12 +94,12 @@ func (d *Device) ReadConfig(offset uint64, data []byte) {
 	}
 }
 
-// WriteConfig implements devices.VirtioDevice: the config is read-only.
+// WriteConfig implements virtio.Device: the config is read-only.
 func (d *Device) WriteConfig(offset uint64, data []byte) {}
 
-// Activate implements devices.VirtioDevice: a fresh 9P session (no fids)
+// Activate implements virtio.Device: a fresh 9P session (no fids)
 // and the worker that serves the queue.
-func (d *Device) Activate(a devices.Activation) error {
+func (d *Device) Activate(a virtio.Activation) error {
 	if len(a.Queues) != 1 || a.Queues[0] == nil || len(a.Kicks) != 1 {
 		return fmt.Errorf("virtio-9p: the driver did not enable the request queue")
 	}
@@ -118,7 +118,7 @@ func (d *Device) Activate(a devices.Activation) error {
 	return nil
 }
 
-// Reset implements devices.VirtioDevice. It returns once the worker is
+// Reset implements virtio.Device. It returns once the worker is
 // gone and no reply can reach guest memory any more; a file operation
 // still blocked in the host (a FIFO, say) finishes in the background and
 // its reply is dropped.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
-	"tinyvmm/devices"
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/sharefs"
+	"tinyvmm/virtio"
+	"tinyvmm/virtio/virtiotest"
 )
 
 const (
@@ -25,16 +25,23 @@ const (
 // guest plays the Linux 9p client's transport: each request is one chain
 // of readable buffers, then writable ones with room for the reply.
 type guest struct {
-	t    *testing.T
+	t    testing.TB
 	drv  *virtiotest.Driver
 	ring *virtiotest.Ring
 	dev  *Device
 }
 
-func newGuest(t *testing.T, attacher p9.Attacher) *guest {
+func newGuest(t testing.TB, attacher p9.Attacher) *guest {
 	t.Helper()
-	drv := virtiotest.New(8 << 20)
-	ring, err := drv.NewQueue(64, virtiotest.RingOptions{BufSize: bufSize, EventIdx: true})
+	return newGuestSized(t, attacher, 64, 8<<20)
+}
+
+// newGuestSized is newGuest with a queue of qsize entries (each with a
+// bufSize buffer) in mem bytes of guest memory.
+func newGuestSized(t testing.TB, attacher p9.Attacher, qsize uint16, mem int) *guest {
+	t.Helper()
+	drv := virtiotest.New(mem)
+	ring, err := drv.NewQueue(qsize, virtiotest.RingOptions{BufSize: bufSize, EventIdx: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,7 @@ func newGuest(t *testing.T, attacher p9.Attacher) *guest {
 }
 
 // exchange posts req (split into buffers) with capacity bytes of reply room
-// and returns what the device wrote, or nil after a timeout.
+// and returns what the device wrote (failing the test after 5 s).
 func (g *guest) exchange(req []byte, capacity int) []byte {
 	g.t.Helper()
 	var out [][]byte
@@ -69,25 +76,60 @@ func (g *guest) exchange(req []byte, capacity int) []byte {
 // exchangeBufs is exchange with the readable buffers given.
 func (g *guest) exchangeBufs(out [][]byte, capacity int) []byte {
 	g.t.Helper()
-	var in []uint32
-	for capacity > 0 {
-		n := min(capacity, bufSize)
-		in = append(in, uint32(n))
-		capacity -= n
+	return g.exchangeChains([]chain{{out: out, room: capacity}})[0]
+}
+
+// exchangeMany posts every request at once, each in one buffer with its
+// room for the reply, and returns the replies in the order the device
+// used the chains.
+func (g *guest) exchangeMany(reqs [][]byte, rooms []int) [][]byte {
+	g.t.Helper()
+	chains := make([]chain, len(reqs))
+	for i, req := range reqs {
+		chains[i] = chain{out: [][]byte{req}, room: rooms[i]}
 	}
-	if _, err := g.ring.AddChain(out, in); err != nil {
-		g.t.Fatal(err)
+	return g.exchangeChains(chains)
+}
+
+// chain is one request: its readable buffers, and the room for the reply
+// (in writable buffers of up to bufSize).
+type chain struct {
+	out  [][]byte
+	room int
+}
+
+// exchangeChains posts every chain at once, kicks once, and returns the
+// replies in the order the device used the chains.
+func (g *guest) exchangeChains(chains []chain) [][]byte {
+	g.t.Helper()
+	for _, c := range chains {
+		var in []uint32
+		for room := c.room; room > 0; room -= bufSize {
+			in = append(in, uint32(min(room, bufSize)))
+		}
+		if _, err := g.ring.AddChain(c.out, in); err != nil {
+			g.t.Fatal(err)
+		}
 	}
 	g.ring.Kick()
+	var out [][]byte
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	for len(out) < len(chains) {
 		for _, u := range g.ring.Used() {
-			return g.ring.ReadBuf(u, []byte{})
+			out = append(out, g.ring.ReadBuf(u, []byte{}))
 		}
-		g.ring.Irq.Wait(10 * time.Millisecond)
+		// Ask for an interrupt at the next used element (used_event),
+		// then look again: a reply may have come in between.
+		if len(out) == len(chains) || g.ring.EnableInterrupts() {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			g.t.Fatalf("%d of %d replies within 5 s (device failures: %v)", len(out), len(chains), g.drv.Failures())
+		}
+		g.ring.Irq.Wait(left)
 	}
-	g.t.Fatalf("no reply within 5 s (device failures: %v)", g.drv.Failures())
-	return nil
+	return out
 }
 
 // msg builds a 9P message with the size field filled in.
@@ -119,7 +161,7 @@ func tattach(tag uint16, fid uint32) []byte {
 func tgetattr(tag uint16, fid uint32) []byte { return msg(24, tag, fid, uint64(0x3fff)) }
 
 // header returns a reply's type and tag, failing on a short reply.
-func header(t *testing.T, r []byte) (uint8, uint16) {
+func header(t testing.TB, r []byte) (uint8, uint16) {
 	t.Helper()
 	if len(r) < headerLen || int(binary.LittleEndian.Uint32(r)) != len(r) {
 		t.Fatalf("reply %x: not one whole 9P message", r)
@@ -389,4 +431,4 @@ func TestActivationsAreSeparateSessions(t *testing.T) {
 	wantLerror(t, g.exchange(tgetattr(2, 1), 200), 2, 9) // EBADF: fid 1 was the old session's
 }
 
-var _ devices.VirtioDevice = (*Device)(nil)
+var _ virtio.Device = (*Device)(nil)

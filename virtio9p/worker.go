@@ -8,7 +8,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // maxMessage is the largest 9P message the device takes, the p9 server's
@@ -27,9 +27,9 @@ type counters struct {
 // with its own p9 server session.
 type worker struct {
 	d    *Device
-	q    *devices.Queue
+	q    *virtio.Queue
 	kick int
-	irq  devices.Interrupt
+	irq  virtio.Interrupt
 	fail func(error)
 
 	stopFD int
@@ -42,7 +42,7 @@ type worker struct {
 	wbufs [][]byte
 }
 
-func newWorker(d *Device, a devices.Activation) (*worker, error) {
+func newWorker(d *Device, a virtio.Activation) (*worker, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("virtio-9p: stop eventfd: %w", err)
@@ -141,7 +141,7 @@ func (w *worker) drain() bool {
 
 // serve answers one chain and returns the bytes written into it; alive is
 // false when the device stopped meanwhile.
-func (w *worker) serve(c devices.Chain) (written int, alive bool) {
+func (w *worker) serve(c virtio.Chain) (written int, alive bool) {
 	w.req, w.wbufs = w.req[:0], w.wbufs[:0]
 	capacity, tooBig := 0, false
 	for _, b := range c.Bufs {
@@ -173,6 +173,11 @@ func (w *worker) serve(c devices.Chain) (written int, alive bool) {
 		// The server would take any msize, and then drop the whole
 		// session at the next message longer than it.
 		return w.lerror(tag, unix.EINVAL), true
+	case w.req[4] == msgTxattrcreate:
+		// p9's server takes any attr_size here and then buffers every
+		// Twrite to the fid until its Tclunk, with no bound; the share
+		// keeps no xattrs anyway, so creation stops here.
+		return putLerror(w.wbufs, tag, uint32(unix.EOPNOTSUPP)), true
 	case w.req[4] == msgTflush:
 		// Requests are served one at a time, so the one to flush has
 		// already been answered: Rflush at once. (The server would wait
@@ -186,6 +191,9 @@ func (w *worker) serve(c devices.Chain) (written int, alive bool) {
 	case <-w.quit:
 		return 0, false
 	}
+	// done closes at the reply's last byte (conn.Write follows the
+	// server's framing), and the server replies only after reading the
+	// whole request: from then on w.req is the worker's to reuse.
 	select {
 	case <-r.done:
 	case <-w.quit:

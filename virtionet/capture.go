@@ -178,7 +178,7 @@ func (w *worker) frameDone(qi int, frame []unix.Iovec, n int) {
 		w.captureFrame(qi, frame, n)
 	}
 	if l := w.d.limits[qi]; l != nil {
-		l.charge(n)
+		l.Charge(n)
 	}
 }
 

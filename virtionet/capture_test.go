@@ -17,6 +17,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/ratelimit"
 )
 
 // readPcap returns the frames of a pcap file, checking its header.
@@ -91,7 +93,7 @@ func captureTraffic(t *testing.T, r *rig, ntx, nrx int) [][]byte {
 }
 
 // Every frame, both directions, lands in the capture whole and in order.
-func testCaptureBothDirections(t *testing.T, io string) {
+func testCaptureBothDirections(t *testing.T, io IOMode) {
 	path := filepath.Join(t.TempDir(), "net.pcap")
 	r := newRig(t, rigOptions{io: io, pcap: path})
 	r.rx.AddRxBuffers(64, 2048)
@@ -302,7 +304,7 @@ func TestCaptureWriterBehindDropsNotStalls(t *testing.T) {
 // beyond a nil check (the hooks are in frameDone and rxFrameDone).
 func TestCaptureOffOpensNothing(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	if r.dev.capture != nil || r.dev.limits != [2]*limiter{} {
+	if r.dev.capture != nil || r.dev.limits != [2]*ratelimit.Limiter{} {
 		t.Fatal("capture or limiter set up without being asked for")
 	}
 	r.activate()

@@ -1,10 +1,13 @@
 package virtionet
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"net"
+
+	"tinyvmm/ratelimit"
 )
 
 // Defaults of the datapath, from Linux drivers/vhost/net.c.
@@ -29,11 +32,51 @@ const (
 	MaxMTU = 65535
 )
 
-// The values of Config.IO.
+// IOMode is how the worker moves frames to and from the backend: the
+// frameIO it runs (frameio*.go). Config.IO asks for one; the device
+// decides once per queue pair what it runs (Device.IO reports that), and
+// a uring that fails later falls back to writev for good.
+type IOMode string
+
 const (
-	IOWritev = "writev"
-	IOUring  = "uring"
+	// IOWritev is one readv or writev per frame (vectorIO).
+	IOWritev IOMode = "writev"
+	// IOUring moves a group of frames per io_uring_enter (uringIO); a tap
+	// only, and where io_uring is unavailable the device says so in one
+	// line and runs IOWritev.
+	IOUring IOMode = "uring"
+	// IOSendmmsg is one sendmmsg or recvmmsg per group (mmsgIO): what a
+	// socket backend (af_packet, the user network) always runs.
+	IOSendmmsg IOMode = "sendmmsg"
 )
+
+// DefaultIO is the I/O of a tap that names none: io_uring moves a batch
+// of frames per system call, 2-3x the frames/s of one writev per frame
+// (virtionet/README.md), and falls back to writev, with a notice, where
+// it is unavailable. This is the one place the default is stated.
+const DefaultIO = IOUring
+
+// ParseIO parses --net's io= value.
+func ParseIO(s string) (IOMode, error) {
+	switch m := IOMode(s); m {
+	case IOWritev, IOUring:
+		return m, nil
+	}
+	return "", fmt.Errorf("io %q: use writev (one system call per frame) or uring", s)
+}
+
+// ConfigError is a Config that breaks one of Normalized's rules. Error is
+// the library's line ("net t0: mtu 67 is outside 68..65535"); Flag says
+// the same in --net's words ("mtu=67 is outside 68..65535") for the CLI.
+type ConfigError struct {
+	Ifname string
+	Msg    string
+	Flag   string
+	// QuoteArg: the CLI names the whole --net argument before Flag.
+	QuoteArg bool
+}
+
+func (e *ConfigError) Error() string { return "net " + e.Ifname + ": " + e.Msg }
 
 // Config is what the VMM (and the CLI) hand to New.
 type Config struct {
@@ -43,11 +86,13 @@ type Config struct {
 	// AFPacket, instead of a tap, names a host interface that the guest
 	// joins through an AF_PACKET socket (--net af_packet=IFNAME).
 	AFPacket string
-	// IO is how the worker moves frames on a tap (--net ...,io=): IOWritev
-	// (or "") is one writev per frame; IOUring sends each group of tx
-	// chains with one io_uring_enter, and falls back to writev, with a
-	// notice, where io_uring is unavailable. af_packet always batches.
-	IO string
+	// User puts the device on a user-mode network (--net user; the VMM
+	// runs it, see userproc): Ifname only names it ("user0").
+	User bool
+	// IO is how the worker moves frames on a tap (--net ...,io=): ""
+	// means DefaultIO. A socket backend (af_packet, user) always runs
+	// IOSendmmsg, which Normalized fills in.
+	IO IOMode
 	// MAC is the guest's MAC; nil means a stable one derived from Ifname.
 	MAC net.HardwareAddr
 	// MTU offered to the guest (VIRTIO_NET_F_MTU); 0 means 1500.
@@ -63,8 +108,9 @@ type Config struct {
 	// as pcap (--net ...,pcap=FILE); see capture.go.
 	Pcap string
 	// RxLimit and TxLimit are token-bucket rate limits per direction
-	// (--net ...,rx-rate=,tx-rate=,rx-pps=,tx-pps=); see ratelimit.go.
-	RxLimit, TxLimit RateLimit
+	// (--net ...,rx-rate=,tx-rate=,rx-pps=,tx-pps=); the buckets are package
+	// ratelimit, the throttling throttle.go.
+	RxLimit, TxLimit ratelimit.Limit
 	// Trace, when set, gets one compact line per datapath event.
 	Trace io.Writer
 	// Log gets one-line notices ("created tap0"); nil discards them.
@@ -73,6 +119,8 @@ type Config struct {
 	// (the VMM sets it): with Tuning.PollLone a worker busy-polls after
 	// lone frames only where it can run on a CPU none of them may use.
 	VCPUThreads func() []int
+
+	normalized bool // Normalized has filled in the defaults and checked the rules
 }
 
 // Tuning holds the knobs of the vhost-style datapath (vhost-net's weights,
@@ -148,19 +196,38 @@ func DefaultTuning() Tuning {
 	}
 }
 
-// Validate checks c as New does, in one line, without opening anything.
+// Validate checks c as Normalized does, in one line, without opening
+// anything.
 func (c Config) Validate() error {
-	_, err := c.normalized()
+	_, err := c.Normalized()
 	return err
 }
 
-// normalized fills in the defaults and rejects nonsense, in one line.
-func (c Config) normalized() (Config, error) {
+// Normalized fills in the defaults and applies the rules, in one line:
+// the only place either is stated. The VMM normalizes each NIC's config
+// once, before it opens the backend; New takes a normalized config as it
+// is (and normalizes any other). Queues 0 becomes 1: the VMM picks more
+// (DefaultQueues) before it normalizes.
+func (c Config) Normalized() (Config, error) {
+	if c.normalized {
+		return c, nil
+	}
+	if c.Ifname == "" {
+		c.Ifname = c.AFPacket // names the device in messages and seeds its MAC
+	}
+	if c.Ifname == "" {
+		return c, errors.New("--net needs tap=NAME or af_packet=IFNAME")
+	}
+	if c.User && c.AFPacket != "" {
+		return c, &ConfigError{Ifname: c.Ifname, Msg: "a user network takes no af_packet=",
+			Flag: "a user network takes no tap=, af_packet= or io=", QuoteArg: true}
+	}
 	if c.MTU == 0 {
 		c.MTU = DefaultMTU
 	}
 	if c.MTU < MinMTU || c.MTU > MaxMTU {
-		return c, fmt.Errorf("net %s: mtu %d is outside %d..%d", c.Ifname, c.MTU, MinMTU, MaxMTU)
+		return c, &ConfigError{Ifname: c.Ifname, Msg: fmt.Sprintf("mtu %d is outside %d..%d", c.MTU, MinMTU, MaxMTU),
+			Flag: fmt.Sprintf("mtu=%d is outside %d..%d", c.MTU, MinMTU, MaxMTU)}
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
@@ -182,24 +249,17 @@ func (c Config) normalized() (Config, error) {
 	}
 	for _, b := range []struct {
 		what string
-		b    Bucket
+		b    ratelimit.Bucket
 	}{{"rx-rate", c.RxLimit.Bytes}, {"rx-pps", c.RxLimit.Frames}, {"tx-rate", c.TxLimit.Bytes}, {"tx-pps", c.TxLimit.Frames}} {
-		if err := b.b.validate(b.what); err != nil {
+		if err := b.b.Validate(b.what); err != nil {
 			return c, fmt.Errorf("net %s: %v", c.Ifname, err)
 		}
 	}
 	if err := c.validQueues(); err != nil {
 		return c, err
 	}
-	switch c.IO {
-	case "", IOWritev:
-		c.IO = IOWritev
-	case IOUring:
-		if c.AFPacket != "" {
-			return c, fmt.Errorf("net %s: io=uring is for a tap; af_packet batches with sendmmsg already", c.Ifname)
-		}
-	default:
-		return c, fmt.Errorf("net %s: io %q: use writev or uring", c.Ifname, c.IO)
+	if err := c.normalizeIO(); err != nil {
+		return c, err
 	}
 	if c.MAC == nil {
 		c.MAC = DefaultMAC(c.Ifname)
@@ -210,7 +270,31 @@ func (c Config) normalized() (Config, error) {
 	if c.Log == nil {
 		c.Log = func(string, ...any) {}
 	}
+	c.normalized = true
 	return c, nil
+}
+
+// normalizeIO fills in Config.IO: DefaultIO on a tap, IOSendmmsg on a
+// socket backend, which takes no io= but writev (it batches anyway).
+func (c *Config) normalizeIO() error {
+	switch {
+	case c.User && c.IO != "":
+		return &ConfigError{Ifname: c.Ifname, Msg: "a user network takes no io=",
+			Flag: "a user network takes no tap=, af_packet= or io=", QuoteArg: true}
+	case c.AFPacket != "" && c.IO == IOUring:
+		return &ConfigError{Ifname: c.Ifname, Msg: "io=uring is for a tap; af_packet batches with sendmmsg already",
+			Flag: "io=uring is for a tap; af_packet batches with sendmmsg already", QuoteArg: true}
+	case c.User || c.AFPacket != "":
+		if c.IO != "" && c.IO != IOWritev && c.IO != IOSendmmsg {
+			return fmt.Errorf("net %s: io %q: af_packet batches with sendmmsg", c.Ifname, c.IO)
+		}
+		c.IO = IOSendmmsg
+	case c.IO == "":
+		c.IO = DefaultIO
+	case c.IO != IOWritev && c.IO != IOUring:
+		return fmt.Errorf("net %s: io %q: use writev or uring", c.Ifname, c.IO)
+	}
+	return nil
 }
 
 // DefaultMAC derives a stable, locally administered unicast MAC from the

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"tinyvmm/netbackend"
 )
 
 func TestConfigIO(t *testing.T) {
@@ -15,14 +17,43 @@ func TestConfigIO(t *testing.T) {
 		{Config{Ifname: "t0", IO: "uring"}, ""},
 		{Config{Ifname: "t0", IO: "aio"}, `io "aio": use writev or uring`},
 		{Config{Ifname: "v0", AFPacket: "v0", IO: "uring"}, "io=uring is for a tap"},
+		{Config{Ifname: "user0", User: true, IO: "writev"}, "a user network takes no io="},
 	} {
-		c, err := tc.cfg.normalized()
-		if tc.want == "" && (err != nil || (tc.cfg.IO == "" && c.IO != IOWritev)) {
+		c, err := tc.cfg.Normalized()
+		if tc.want == "" && (err != nil || (tc.cfg.IO == "" && c.IO != DefaultIO)) {
 			t.Errorf("%+v: %v, io %q", tc.cfg, err, c.IO)
 		}
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// Normalized states the I/O once: a tap gets DefaultIO, a socket backend
+// sendmmsg whatever it asked, and a normalized config is taken as it is.
+func TestNormalizedIOAndOnce(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want IOMode
+	}{
+		{Config{Ifname: "t0"}, DefaultIO},
+		{Config{Ifname: "t0", IO: IOWritev}, IOWritev},
+		{Config{AFPacket: "v0"}, IOSendmmsg},
+		{Config{AFPacket: "v0", IO: IOWritev}, IOSendmmsg},
+		{Config{Ifname: "user0", User: true}, IOSendmmsg},
+	} {
+		c, err := tc.cfg.Normalized()
+		if err != nil || c.IO != tc.want {
+			t.Errorf("%+v: io %q, %v; want %q", tc.cfg, c.IO, err, tc.want)
+		}
+	}
+	c, err := Config{Ifname: "t0"}.Normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MTU = 1 // changed after normalizing: not looked at again
+	if again, err := c.Normalized(); err != nil || again.MTU != 1 {
+		t.Errorf("a normalized config was normalized again: mtu %d, %v", again.MTU, err)
 	}
 }
 
@@ -48,9 +79,9 @@ func TestFeaturesFollowBackendOffloads(t *testing.T) {
 }
 
 func TestConfigSpaceLayout(t *testing.T) {
-	sp, _ := NewSocketPair()
+	sp, _ := netbackend.NewSocketPair()
 	mac := []byte{0x52, 0x54, 0, 1, 2, 3}
-	d, err := NewWithBackend(Config{MAC: mac, MTU: 9000}, sp)
+	d, err := New(Config{MAC: mac, MTU: 9000}, sp)
 	if err != nil {
 		t.Fatal(err)
 	}

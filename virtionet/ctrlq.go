@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
 
 // The control virtqueue (virtio 1.2, 5.1.6.5): each chain is a command,
@@ -37,9 +37,9 @@ const (
 // do for itself.
 type ctrlQueue struct {
 	d        *Device
-	q        *devices.Queue
+	q        *virtio.Queue
 	kick     int
-	irq      devices.Interrupt
+	irq      virtio.Interrupt
 	fail     func(error)
 	stopfd   int
 	stopping atomic.Bool
@@ -47,7 +47,7 @@ type ctrlQueue struct {
 	cmd      [ctrlMaxCmdLen]byte
 }
 
-func newCtrlQueue(d *Device, a devices.Activation, qi int) (*ctrlQueue, error) {
+func newCtrlQueue(d *Device, a virtio.Activation, qi int) (*ctrlQueue, error) {
 	c := &ctrlQueue{d: d, q: a.Queues[qi], kick: a.Kicks[qi], fail: a.Fail, done: make(chan struct{})}
 	if qi < len(a.Interrupts) {
 		c.irq = a.Interrupts[qi]
@@ -129,7 +129,7 @@ func (c *ctrlQueue) publish() {
 
 // command runs one command chain and writes its answer; it returns the
 // bytes written (1, or 0 when the chain has nowhere to put it).
-func (c *ctrlQueue) command(ch devices.Chain) uint32 {
+func (c *ctrlQueue) command(ch virtio.Chain) uint32 {
 	in, ack := 0, []byte(nil)
 	for _, b := range ch.Bufs {
 		buf := b.Buf

@@ -7,7 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/netbackend"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // FuzzCtrlQueue sends a two-pair device's control queue whatever chains
@@ -27,7 +28,7 @@ func FuzzCtrlQueue(f *testing.F) {
 	f.Add([]byte{0x01, 3, 0, 1, 1}, []byte{}, uint16(0))                                  // no writable buffer
 	f.Add([]byte{0x0d, 1, 4, 0, 0, 0, 1}, []byte{1, 2, 3}, uint16(3))                     // raw descriptors over it
 	f.Fuzz(func(t *testing.T, cmds, raw []byte, rawIdx uint16) {
-		sps, err := NewSocketPairs(2)
+		sps, err := netbackend.NewSocketPairs(2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +37,7 @@ func FuzzCtrlQueue(f *testing.F) {
 				unix.Close(sp.Peer)
 			}
 		}()
-		d, err := NewWithBackend(Config{Ifname: "fuzz0", Queues: 2, Tuning: DefaultTuning()}, sps)
+		d, err := New(Config{Ifname: "fuzz0", Queues: 2, IO: IOWritev, Tuning: DefaultTuning()}, sps)
 		if err != nil {
 			t.Fatal(err)
 		}

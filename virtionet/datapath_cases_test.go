@@ -6,7 +6,7 @@ import "testing"
 // virtqueue-side logic is one, whatever moves the frames.
 var datapathCases = []struct {
 	name string
-	test func(t *testing.T, io string)
+	test func(t *testing.T, io IOMode)
 }{
 	{"TxFramesReachBackend", testTxFramesReachBackend},
 	{"TxIndirectChains", testTxIndirectChains},
@@ -43,6 +43,8 @@ var datapathCases = []struct {
 	{"RxSmallRingNeverStalls", testRxSmallRingNeverStalls},
 	{"RxHeldFrameWaitsForOneMoreKick", testRxHeldFrameWaitsForOneMoreKick},
 	{"RxFrameLargerThanMTUIsDropped", testRxFrameLargerThanMTUIsDropped},
+	{"RxFrameOverMaxInLargeBuffersIsDropped", testRxFrameOverMaxInLargeBuffersIsDropped},
+	{"RxFrameOverMaxIsNotHeld", testRxFrameOverMaxIsNotHeld},
 	{"TxLongChainWithWritableTailIsDropped", testTxLongChainWithWritableTailIsDropped},
 	{"TxFrameRateLimit", testTxFrameRateLimit},
 	{"TxByteRateLimit", testTxByteRateLimit},
@@ -55,7 +57,7 @@ var datapathCases = []struct {
 // frame, with sendmmsg and recvmmsg, and with io_uring.
 func TestDatapath(t *testing.T) {
 	for _, io := range rigIOs {
-		t.Run(io, func(t *testing.T) {
+		t.Run(string(io), func(t *testing.T) {
 			skipUnlessIO(t, io)
 			for _, c := range datapathCases {
 				t.Run(c.name, func(t *testing.T) { c.test(t, io) })

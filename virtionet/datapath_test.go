@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
-func testTxFramesReachBackend(t *testing.T, io string) {
+func testTxFramesReachBackend(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	const n = 20
@@ -40,7 +40,7 @@ func testTxFramesReachBackend(t *testing.T, io string) {
 	}
 }
 
-func testTxIndirectChains(t *testing.T, io string) {
+func testTxIndirectChains(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io, indirect: 8, size: 32})
 	r.activate()
 	f := r.txFrame(7, 300)
@@ -57,7 +57,7 @@ func testTxIndirectChains(t *testing.T, io string) {
 
 // A chain of more buffers than one writev takes (UIO_MAXIOV) still goes
 // out whole, through a copy.
-func testTxChainLongerThanIovMax(t *testing.T, io string) {
+func testTxChainLongerThanIovMax(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io, size: 2048, rxBufSize: 16, txBufSize: 16})
 	r.activate()
 	f := r.txFrame(5, 1100*8)
@@ -77,7 +77,7 @@ func testTxChainLongerThanIovMax(t *testing.T, io string) {
 	}
 }
 
-func testTxDropsShortFramesAndWritableBuffers(t *testing.T, io string) {
+func testTxDropsShortFramesAndWritableBuffers(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	r.tx.AddChain([][]byte{make([]byte, 8)}, nil)           // shorter than the header
@@ -94,7 +94,7 @@ func testTxDropsShortFramesAndWritableBuffers(t *testing.T, io string) {
 	}
 }
 
-func testRxFrameIntoGuestBuffer(t *testing.T, io string) {
+func testRxFrameIntoGuestBuffer(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.rx.AddRxBuffers(64, 2048) // room for a 64 KiB TSO frame
 	r.activate()
@@ -114,7 +114,7 @@ func testRxFrameIntoGuestBuffer(t *testing.T, io string) {
 	}
 }
 
-func testRxMergeableBuffers(t *testing.T, io string) {
+func testRxMergeableBuffers(t *testing.T, io IOMode) {
 	// Without GUEST_TSO a frame is at most 1530 bytes: 6 buffers of 256.
 	r := newRig(t, rigOptions{io: io, rxBufSize: 256, features: allBut(FeatGuestTSO4 | FeatGuestTSO6)})
 	r.rx.AddRxBuffers(64, 256)
@@ -137,7 +137,7 @@ func testRxMergeableBuffers(t *testing.T, io string) {
 	}
 }
 
-func testRxWithoutMergeableUsesOneChainPerFrame(t *testing.T, io string) {
+func testRxWithoutMergeableUsesOneChainPerFrame(t *testing.T, io IOMode) {
 	feat := uint64(FeatVersion1 | FeatEventIdx | FeatMAC)
 	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 1600})
 	r.rx.AddRxBuffers(4, 1600) // big enough for any 1500-MTU frame
@@ -162,7 +162,7 @@ func testRxWithoutMergeableUsesOneChainPerFrame(t *testing.T, io string) {
 	}
 }
 
-func testRxDropsFrameLargerThanBuffers(t *testing.T, io string) {
+func testRxDropsFrameLargerThanBuffers(t *testing.T, io IOMode) {
 	feat := uint64(FeatVersion1 | FeatMAC)
 	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 200})
 	r.rx.AddRxBuffers(1, 200)
@@ -181,7 +181,7 @@ func testRxDropsFrameLargerThanBuffers(t *testing.T, io string) {
 
 // Frames wait in the backend while the guest has no buffers, and the
 // device reads none of them until buffers arrive.
-func testRxWaitsForBuffers(t *testing.T, io string) {
+func testRxWaitsForBuffers(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	for i := 0; i < 3; i++ {
@@ -196,7 +196,7 @@ func testRxWaitsForBuffers(t *testing.T, io string) {
 	r.waitUsed(r.rx, 3, nil)
 }
 
-func testInterruptSuppressionEventIdx(t *testing.T, io string) {
+func testInterruptSuppressionEventIdx(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.rx.DisableInterrupts()
 	r.tx.DisableInterrupts()
@@ -220,7 +220,7 @@ func testInterruptSuppressionEventIdx(t *testing.T, io string) {
 // With EVENT_IDX the device sets avail_event: exactly at its position
 // after a single chain, NotifyThreshold-1 ahead during a burst, and back to
 // exact once the burst is over.
-func testKickSuppressionAvailEvent(t *testing.T, io string) {
+func testKickSuppressionAvailEvent(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.NotifyThreshold = 8
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -250,7 +250,7 @@ func testKickSuppressionAvailEvent(t *testing.T, io string) {
 	}
 }
 
-func testResetStopsWorkerAndReactivates(t *testing.T, io string) {
+func testResetStopsWorkerAndReactivates(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	r.tx.AddChain([][]byte{r.txFrame(0, 60)}, nil)
@@ -277,7 +277,7 @@ func testResetStopsWorkerAndReactivates(t *testing.T, io string) {
 	}
 }
 
-func testHostileTxChainFailsOnlyTx(t *testing.T, io string) {
+func testHostileTxChainFailsOnlyTx(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.rx.AddRxBuffers(64, 2048)
 	r.activate()
@@ -298,7 +298,7 @@ func testHostileTxChainFailsOnlyTx(t *testing.T, io string) {
 	}
 }
 
-func testHostileRxChains(t *testing.T, io string) {
+func testHostileRxChains(t *testing.T, io IOMode) {
 	for _, tc := range []struct {
 		name string
 		add  func(r *rig)
@@ -324,7 +324,7 @@ func testHostileRxChains(t *testing.T, io string) {
 	}
 }
 
-func testStatsJSONAndText(t *testing.T, io string) {
+func testStatsJSONAndText(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()
 	r.tx.AddChain([][]byte{make([]byte, 4)}, nil)
@@ -365,7 +365,7 @@ func allBut(drop uint64) uint64 {
 
 // A backend whose peer went away (reads return 0 bytes) is not polled in a
 // loop: the worker stops watching it and stays idle.
-func testRxBackendEOFDoesNotSpin(t *testing.T, io string) {
+func testRxBackendEOFDoesNotSpin(t *testing.T, io IOMode) {
 	for _, single := range []bool{false, true} {
 		r := newRig(t, rigOptions{io: io})
 		r.sp.SingleFrame = single

@@ -1,18 +1,20 @@
 // Package virtionet is tinyvmm's virtio-net device: features and config
-// space, a vhost-style worker per queue pair (weights with requeue, batched
-// rx, event-idx suppression on both rings) and its backends (tap).
+// space, and its datapath, a vhost-style worker per queue pair (weights
+// with requeue, batched rx, event-idx suppression on both rings). Frames
+// go to a Backend it is handed (netbackend's tap or af_packet socket, the
+// user network's socket); it opens none itself.
 package virtionet
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/uring"
+	"tinyvmm/ratelimit"
+	"tinyvmm/virtio"
 )
 
 // Queue indexes of the single queue pair.
@@ -21,7 +23,7 @@ const (
 	txQueue = 1
 )
 
-// Device is a virtio-net device; it implements devices.VirtioDevice.
+// Device is a virtio-net device; it implements virtio.Device.
 type Device struct {
 	cfg      Config
 	backend  Backend
@@ -35,65 +37,28 @@ type Device struct {
 	// pairsMu serializes what changes the set of running workers:
 	// activation, VQ_PAIRS_SET and reset.
 	pairsMu     sync.Mutex
-	act         *devices.Activation // the activation, nil when reset
-	actPairs    int                 // the pairs the driver may use (MQ acked: all)
-	activePairs atomic.Int32        // the pairs in use
-	askedPairs  atomic.Int32        // the pairs the driver last asked for (kept after reset, for Stats)
-	ctrl        *ctrlQueue          // the control queue's loop, nil when none
+	act         *virtio.Activation // the activation, nil when reset
+	actPairs    int                // the pairs the driver may use (MQ acked: all)
+	activePairs atomic.Int32       // the pairs in use
+	askedPairs  atomic.Int32       // the pairs the driver last asked for (kept after reset, for Stats)
+	ctrl        *ctrlQueue         // the control queue's loop, nil when none
 	ctrlStats   ctrlCounters
 
-	capture *capture    // Config.Pcap; nil when off
-	limits  [2]*limiter // rx, tx rate limits; nil when off
+	capture *capture              // Config.Pcap; nil when off
+	limits  [2]*ratelimit.Limiter // rx, tx rate limits; nil when off
 }
 
-var _ devices.VirtioDevice = (*Device)(nil)
+var _ virtio.Device = (*Device)(nil)
 
-// New opens (or creates) the tap cfg.Ifname, or the AF_PACKET socket on
-// cfg.AFPacket, and returns the device on it. cfg.Log is told which.
-func New(cfg Config) (*Device, error) {
-	if cfg.AFPacket != "" {
-		if cfg.Ifname == "" {
-			cfg.Ifname = cfg.AFPacket
-		}
-		p, err := OpenAFPacket(cfg.AFPacket)
-		if err != nil {
-			return nil, err
-		}
-		if cfg.Log != nil {
-			cfg.Log("opened af_packet on %s", cfg.AFPacket)
-		}
-		d, err := NewWithBackend(cfg, p)
-		if err != nil {
-			p.Close()
-		}
-		return d, err
-	}
-	cfg, err := cfg.normalized()
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Ifname == "" {
-		return nil, errors.New("net: no tap name given (use --net tap=NAME)")
-	}
-	tap, err := OpenTapQueues(cfg.Ifname, cfg.MTU, cfg.Queues)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Log("%s", tap.Opened())
-	d, err := NewWithBackend(cfg, tap)
-	if err != nil {
-		tap.Close()
-	}
-	return d, err
-}
-
-// NewWithBackend returns a device on an already open backend, which it
-// then owns (Close closes it).
-func NewWithBackend(cfg Config, b Backend) (*Device, error) {
+// New returns a device on an open backend, which it then owns (Close
+// closes it). The device opens nothing itself: the VMM opens the backend
+// (netbackend's tap or af_packet socket, userproc's user network) and
+// hands it in, as Firecracker's builder hands in a tap.
+func New(cfg Config, b Backend) (*Device, error) {
 	if cfg.Ifname == "" {
 		cfg.Ifname = b.Name()
 	}
-	cfg, err := cfg.normalized()
+	cfg, err := cfg.Normalized() // as it is when the VMM normalized it
 	if err != nil {
 		return nil, err
 	}
@@ -110,21 +75,32 @@ func NewWithBackend(cfg Config, b Backend) (*Device, error) {
 		workers:  make([]*worker, len(pairs)),
 	}
 	now := time.Now()
-	d.limits = [2]*limiter{newLimiter(cfg.RxLimit, now), newLimiter(cfg.TxLimit, now)}
+	d.limits = [2]*ratelimit.Limiter{ratelimit.New(cfg.RxLimit, now), ratelimit.New(cfg.TxLimit, now)}
 	if cfg.Pcap != "" {
 		if d.capture, err = openCapture(cfg.Pcap, cfg.Log); err != nil {
 			return nil, fmt.Errorf("net %s: %v", cfg.Ifname, err)
 		}
 		cfg.Log("net %s: capturing every frame to %s", cfg.Ifname, cfg.Pcap)
 	}
-	if cfg.IO == IOUring {
-		for _, p := range d.pairs {
-			if !d.openRing(p) {
-				break
-			}
-		}
+	tryRing := cfg.IO == IOUring
+	for _, p := range d.pairs {
+		p.io = d.chooseIO(p, tryRing)
+		tryRing = p.io == IOUring // after one failure (and its notice) the rest stay with writev
 	}
 	return d, nil
+}
+
+// chooseIO decides, once, what pair p runs: sendmmsg on a socket backend
+// (it batches already), io_uring where the config asks for it and a ring
+// opens, one writev per frame otherwise.
+func (d *Device) chooseIO(p *pair, tryRing bool) IOMode {
+	switch {
+	case isMultiFrame(d.backend):
+		return IOSendmmsg
+	case tryRing && d.openRing(p):
+		return IOUring
+	}
+	return IOWritev
 }
 
 // newRing is uring.New and probeRing is probeNowait; tests replace them
@@ -134,12 +110,9 @@ var (
 	probeRing = probeNowait
 )
 
-// openRing sets up pair p's io_uring for IO=uring, or says in one line why
+// openRing sets up pair p's io_uring for IOUring, or says in one line why
 // the pair stays with one writev per frame (and returns false).
 func (d *Device) openRing(p *pair) bool {
-	if isMultiFrame(d.backend) {
-		return false // sendmmsg batches already
-	}
 	r, err := newRing(maxTxGroup)
 	if err == nil {
 		err = probeRing(r, p.fd)
@@ -160,17 +133,12 @@ func (d *Device) openRing(p *pair) bool {
 	return true
 }
 
-// IO is how tx frames reach the backend: "uring", "sendmmsg" or "writev".
-func (d *Device) IO() string {
+// IO is what the first pair's worker runs: the mechanism chooseIO
+// decided, or IOWritev once a uring failed.
+func (d *Device) IO() IOMode {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case d.pairs[0].ring != nil:
-		return IOUring
-	case isMultiFrame(d.backend):
-		return "sendmmsg"
-	}
-	return IOWritev
+	return d.pairs[0].io
 }
 
 func isMultiFrame(b Backend) bool {
@@ -184,13 +152,13 @@ func (d *Device) MAC() net.HardwareAddr { return d.cfg.MAC }
 // Backend is the device's backend (the tap).
 func (d *Device) Backend() Backend { return d.backend }
 
-// Type implements devices.VirtioDevice: 1 is net.
+// Type implements virtio.Device: 1 is net.
 func (d *Device) Type() uint16 { return 1 }
 
-// Features implements devices.VirtioDevice.
+// Features implements virtio.Device.
 func (d *Device) Features() uint64 { return d.features }
 
-// QueueMaxSizes implements devices.VirtioDevice: an rx and a tx queue per
+// QueueMaxSizes implements virtio.Device: an rx and a tx queue per
 // pair, and the control queue when there are several pairs.
 func (d *Device) QueueMaxSizes() []uint16 {
 	sizes := make([]uint16, d.numQueues())
@@ -203,16 +171,16 @@ func (d *Device) QueueMaxSizes() []uint16 {
 	return sizes
 }
 
-// ReadConfig implements devices.VirtioDevice.
+// ReadConfig implements virtio.Device.
 func (d *Device) ReadConfig(offset uint64, data []byte) { readConfig(d.config[:], offset, data) }
 
-// WriteConfig implements devices.VirtioDevice; every field is read-only.
+// WriteConfig implements virtio.Device; every field is read-only.
 func (d *Device) WriteConfig(offset uint64, data []byte) {}
 
-// Activate implements devices.VirtioDevice: it sets the backend's vnet
+// Activate implements virtio.Device: it sets the backend's vnet
 // header size and offloads from the acked features and starts the first
 // pair's worker (and the control queue's loop, if negotiated).
-func (d *Device) Activate(a devices.Activation) error {
+func (d *Device) Activate(a virtio.Activation) error {
 	if a.Features&^d.features != 0 {
 		return fmt.Errorf("net %s: driver acked features %#x that were not offered", d.cfg.Ifname, a.Features&^d.features)
 	}
@@ -253,7 +221,7 @@ func (d *Device) Activate(a devices.Activation) error {
 	return nil
 }
 
-// Reset implements devices.VirtioDevice: it stops the control queue's
+// Reset implements virtio.Device: it stops the control queue's
 // loop and the workers and returns once none touches guest memory.
 func (d *Device) Reset() {
 	d.pairsMu.Lock()

@@ -19,7 +19,7 @@ import (
 //	uringIO   one io_uring_enter per group (a tap with IO=uring)
 type frameIO interface {
 	// name is what Stats reports: writev, sendmmsg or uring.
-	name() string
+	name() IOMode
 	// send writes frames in order and sets res[i] to the bytes frame i
 	// took or a negative errno (that frame is dropped, the rest still go).
 	// It returns the system calls it made. An error says the mechanism
@@ -69,7 +69,7 @@ func errnoResult(err error) int {
 // vectorIO moves one frame per readv or writev.
 type vectorIO struct{}
 
-func (vectorIO) name() string { return IOWritev }
+func (vectorIO) name() IOMode { return IOWritev }
 
 func (vectorIO) send(fd int, frames [][]unix.Iovec, res []int) (int, error) {
 	for i, f := range frames {

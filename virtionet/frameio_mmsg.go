@@ -12,7 +12,7 @@ type mmsgIO struct {
 	mm []mmsghdr // one header per frame of the group
 }
 
-func (*mmsgIO) name() string { return "sendmmsg" }
+func (*mmsgIO) name() IOMode { return IOSendmmsg }
 
 // headers points one message header at each frame's iovecs.
 func (m *mmsgIO) headers(frames [][]unix.Iovec) []mmsghdr {

@@ -27,7 +27,7 @@ type uringIO struct {
 
 func newUringIO(r *uring.Ring) *uringIO { return &uringIO{ring: r, wave: minRxWave} }
 
-func (*uringIO) name() string { return IOUring }
+func (*uringIO) name() IOMode { return IOUring }
 
 func (u *uringIO) send(fd int, frames [][]unix.Iovec, res []int) (calls int, err error) {
 	for start := 0; start < len(frames); {

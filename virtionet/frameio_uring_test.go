@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/uring"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // skipUnlessUring skips where this kernel gives no io_uring.

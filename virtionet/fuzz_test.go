@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // FuzzDeviceRings lets a hostile guest write both queues' descriptor
@@ -20,7 +20,7 @@ func FuzzDeviceRings(f *testing.F) {
 		// The frame-I/O: sendmmsg, or one frame per call, by writev or
 		// (an odd length of data, otherwise only padding) io_uring; the
 		// inputs keep their types so that a corpus stays valid.
-		io := "sendmmsg"
+		io := IOSendmmsg
 		if oneFramePerCall {
 			io = IOWritev
 			if len(data)%2 == 1 && uringWorks() {

@@ -10,7 +10,7 @@ import (
 // one, sent when the gap is over. The driver re-arms used_event after each
 // frame, as a NAPI driver does when it has caught up, so without the gap
 // every frame would be an interrupt.
-func testRxIrqGapCoalesces(t *testing.T, io string) {
+func testRxIrqGapCoalesces(t *testing.T, io IOMode) {
 	for _, gapUs := range []int{0, 50_000} {
 		tun := DefaultTuning()
 		tun.RxIrqGapUs = gapUs

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/uring"
+	"tinyvmm/virtio"
 )
 
 // Multiqueue (VIRTIO_NET_F_MQ, virtio 1.2 5.1.6.5.5), vhost's model: the
@@ -47,7 +47,10 @@ type MultiQueue interface {
 type pair struct {
 	fd       int
 	counters [2]queueCounters // rx, tx
-	// ring is the io_uring of IO=uring, nil otherwise or when it failed.
+	// io is what the pair's workers run, decided once by New (chooseIO);
+	// IOWritev from the moment a uring fails (dropRing). Under Device.mu.
+	io IOMode
+	// ring is the io_uring of IOUring, nil otherwise or when it failed.
 	// Only the pair's running worker uses it; Close closes it.
 	ring *uring.Ring
 
@@ -157,7 +160,7 @@ func (d *Device) layout(acked uint64) (pairs, ctrl int) {
 
 // pairActivation is the part of a for pair i: its rx and tx queue, kicks
 // and interrupts, in the single pair's order.
-func pairActivation(a devices.Activation, i int) devices.Activation {
+func pairActivation(a virtio.Activation, i int) virtio.Activation {
 	p := a
 	p.Queues = a.Queues[2*i : 2*i+2]
 	p.Kicks = a.Kicks[2*i : 2*i+2]
@@ -250,6 +253,8 @@ func (c *Config) validQueues() error {
 		return fmt.Errorf("net %s: queues %d is outside 1..%d", c.Ifname, c.Queues, MaxQueuePairs)
 	case c.Queues == 1:
 		return nil
+	case c.User:
+		return fmt.Errorf("net %s: a user network has one queue pair, not queues=%d", c.Ifname, c.Queues)
 	case c.AFPacket != "":
 		return fmt.Errorf("net %s: queues=%d is for a tap; af_packet has one queue", c.Ifname, c.Queues)
 	case c.Pcap != "" || c.RxLimit.On() || c.TxLimit.On():
@@ -267,10 +272,12 @@ const DefaultPairsCap = 8
 
 // DefaultQueues is the number of queue pairs for c when it names none: one
 // per vCPU up to DefaultPairsCap, as Linux's driver then uses one per CPU;
-// one where more cannot be had (af_packet, pcap, rate limits, an existing
-// tap made without multi_queue). Call it in the tap's namespace.
+// one where more cannot be had (af_packet, a user network, pcap, rate
+// limits). Whether the host's tap can have more (one made without
+// multi_queue cannot) is the backend's to say: the VMM asks
+// netbackend.SingleQueueTap.
 func DefaultQueues(c Config, cpus int) int {
-	if c.AFPacket != "" || c.Pcap != "" || c.RxLimit.On() || c.TxLimit.On() || singleQueueTap(c.Ifname) {
+	if c.AFPacket != "" || c.User || c.Pcap != "" || c.RxLimit.On() || c.TxLimit.On() {
 		return 1
 	}
 	return max(1, min(cpus, DefaultPairsCap))

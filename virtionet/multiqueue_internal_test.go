@@ -7,17 +7,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/netbackend"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // mqTestDevice is a two-pair device on socketpairs, moving frames by io.
-func mqTestDevice(t *testing.T, io string) *Device {
+func mqTestDevice(t *testing.T, io IOMode) *Device {
 	t.Helper()
-	sps, err := NewSocketPairs(2)
+	sps, err := netbackend.NewSocketPairs(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewWithBackend(Config{Ifname: "mq0", Queues: 2, IO: io, Tuning: DefaultTuning()}, sps)
+	d, err := New(Config{Ifname: "mq0", Queues: 2, IO: io, Tuning: DefaultTuning()}, sps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,20 +11,21 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/netbackend"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
 
 // mqDevice is a device of n pairs on socketpairs.
-func mqDevice(t *testing.T, n int) (*virtionet.Device, *virtionet.SocketPairs) {
+func mqDevice(t *testing.T, n int) (*virtionet.Device, *netbackend.SocketPairs) {
 	t.Helper()
-	sps, err := virtionet.NewSocketPairs(n)
+	sps, err := netbackend.NewSocketPairs(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := virtionet.NewWithBackend(virtionet.Config{Ifname: "mq0", Queues: n, Tuning: virtionet.DefaultTuning()}, sps)
+	dev, err := virtionet.New(virtionet.Config{Ifname: "mq0", Queues: n, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning()}, sps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestMQFeaturesAndLayout(t *testing.T) {
 			t.Errorf("%d pairs: stats have %d queues and %d pairs", n, len(s.Queues), len(s.Pairs))
 		}
 	}
-	if _, err := virtionet.NewWithBackend(virtionet.Config{Ifname: "x", Queues: 2}, mustSocketPair(t)); err == nil {
+	if _, err := virtionet.New(virtionet.Config{Ifname: "x", Queues: 2}, mustSocketPair(t)); err == nil {
 		t.Error("2 queues on a single-queue backend: no error")
 	}
 	for _, c := range []virtionet.Config{
@@ -76,8 +77,8 @@ func TestMQFeaturesAndLayout(t *testing.T) {
 	}
 }
 
-func mustSocketPair(t *testing.T) *virtionet.SocketPair {
-	sp, err := virtionet.NewSocketPair()
+func mustSocketPair(t *testing.T) *netbackend.SocketPair {
+	sp, err := netbackend.NewSocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,12 +297,12 @@ func TestCtrlBadCommands(t *testing.T) {
 // With several pairs, each trace line names its pair's queue, and the
 // workers' lines do not interleave.
 func TestMQTraceNamesPairs(t *testing.T) {
-	sps, err := virtionet.NewSocketPairs(2)
+	sps, err := netbackend.NewSocketPairs(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var trace syncbuf.Buffer
-	dev, err := virtionet.NewWithBackend(virtionet.Config{Ifname: "mq0", Queues: 2, Tuning: virtionet.DefaultTuning(), Trace: &trace}, sps)
+	dev, err := virtionet.New(virtionet.Config{Ifname: "mq0", Queues: 2, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning(), Trace: &trace}, sps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"tinyvmm/netbackend"
+	"tinyvmm/ratelimit"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -26,17 +28,17 @@ type flood struct {
 
 const floodFrame = 1000 // bytes, vnet header not counted
 
-func newFlood(t testing.TB, tx, rx virtionet.RateLimit) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
+func newFlood(t testing.TB, tx, rx ratelimit.Limit) (*flood, *guestdrv.Guest, *netbackend.SocketPair) {
 	return newFloodConfig(t, virtionet.Config{Ifname: "rate0", Tuning: virtionet.DefaultTuning(), TxLimit: tx, RxLimit: rx})
 }
 
-func newFloodConfig(t testing.TB, cfg virtionet.Config) (*flood, *guestdrv.Guest, *virtionet.SocketPair) {
+func newFloodConfig(t testing.TB, cfg virtionet.Config) (*flood, *guestdrv.Guest, *netbackend.SocketPair) {
 	t.Helper()
-	sp, err := virtionet.NewSocketPair()
+	sp, err := netbackend.NewSocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := virtionet.NewWithBackend(cfg, sp)
+	dev, err := virtionet.New(cfg, sp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func newFloodConfig(t testing.TB, cfg virtionet.Config) (*flood, *guestdrv.Guest
 	return &flood{dev: dev}, g, sp
 }
 
-func (f *flood) run(g *guestdrv.Guest, sp *virtionet.SocketPair, d time.Duration) {
+func (f *flood) run(g *guestdrv.Guest, sp *netbackend.SocketPair, d time.Duration) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -128,8 +130,8 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 	f, g, sp := newFlood(t,
 		// Half a second of burst: a stall of the guest or the peer on a
 		// loaded machine shorter than that is made up within the window.
-		virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: txRate, Burst: txRate / 2}},
-		virtionet.RateLimit{Bytes: virtionet.Bucket{Rate: rxRate, Burst: rxRate / 2}})
+		ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: txRate, Burst: txRate / 2}},
+		ratelimit.Limit{Bytes: ratelimit.Bucket{Rate: rxRate, Burst: rxRate / 2}})
 	start := time.Now()
 	// From 1 s on: the initial bursts are spent and the flood is steady.
 	s0, s1 := f.sampleAt(start, time.Second), f.sampleAt(start, 6*time.Second)
@@ -154,8 +156,8 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 
 	// Throttled hard: 20 frames/s each way, both directions flooded.
 	f2, g2, sp2 := newFlood(t,
-		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 1}},
-		virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 1}})
+		ratelimit.Limit{Frames: ratelimit.Bucket{Rate: 20, Burst: 1}},
+		ratelimit.Limit{Frames: ratelimit.Bucket{Rate: 20, Burst: 1}})
 	a, b, cpuFrac := f2.cpuWhileFlooded(g2, sp2, 200*time.Millisecond, 2200*time.Millisecond)
 	secs = b.at.Sub(a.at).Seconds()
 	st = f2.dev.Stats()
@@ -182,7 +184,7 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 	// costs most of the PollUs second, the burst's 400 frames a few ms.
 	tun := virtionet.DefaultTuning()
 	tun.PollUs = 1_000_000 // long, so that the buckets run dry while it polls
-	burst := virtionet.RateLimit{Frames: virtionet.Bucket{Rate: 20, Burst: 200}}
+	burst := ratelimit.Limit{Frames: ratelimit.Bucket{Rate: 20, Burst: 200}}
 	f3, g3, sp3 := newFloodConfig(t, virtionet.Config{Ifname: "rate0", Tuning: tun, TxLimit: burst, RxLimit: burst})
 	_, _, cpuFrac = f3.cpuWhileFlooded(g3, sp3, 0, 2500*time.Millisecond)
 	t.Logf("throttled after a 200-frame burst: worker CPU %.3f ms/s, burst included", cpuFrac*1e3)
@@ -194,7 +196,7 @@ func TestRateLimitHoldsAtDeviceLevel(t *testing.T) {
 // cpuWhileFlooded floods both ways until a little after to and returns the
 // samples at from and to and the worker's CPU between them, as a
 // fraction of one CPU.
-func (f *flood) cpuWhileFlooded(g *guestdrv.Guest, sp *virtionet.SocketPair, from, to time.Duration) (a, b sample, frac float64) {
+func (f *flood) cpuWhileFlooded(g *guestdrv.Guest, sp *netbackend.SocketPair, from, to time.Duration) (a, b sample, frac float64) {
 	start := time.Now()
 	s0, s1 := f.sampleAt(start, from), f.sampleAt(start, to)
 	f.run(g, sp, to+100*time.Millisecond)

@@ -10,8 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/netbackend"
+	"tinyvmm/ratelimit"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // rig is a device on a socketpair, driven by the Go driver.
@@ -20,7 +22,7 @@ type rig struct {
 	drv    *virtiotest.Driver
 	rx, tx *virtiotest.Ring
 	dev    *Device
-	sp     *SocketPair
+	sp     *netbackend.SocketPair
 	trace  *traceBuffer
 	log    *syncbuf.Buffer // the device's notices
 	feat   uint64
@@ -36,21 +38,21 @@ type rigOptions struct {
 	size      uint16
 	indirect  int
 	backend   Backend // instead of the socketpair (which is still made)
-	io        string  // one of rigIOs; "" is sendmmsg
+	io        IOMode  // one of rigIOs; "" is sendmmsg
 	mem       int     // guest memory in bytes; 0 means 8 MiB
 	pcap      string  // Config.Pcap
-	rxLimit   RateLimit
-	txLimit   RateLimit
+	rxLimit   ratelimit.Limit
+	txLimit   ratelimit.Limit
 	vcpus     func() []int // Config.VCPUThreads
 }
 
 // rigIOs are the frame-I/O mechanisms a rig can run (rigOptions.io):
 // one readv or writev per frame (as on a tap), recvmmsg and sendmmsg (the
 // socketpair's own way), and io_uring over one-frame-per-call.
-var rigIOs = []string{IOWritev, "sendmmsg", IOUring}
+var rigIOs = []IOMode{IOWritev, IOSendmmsg, IOUring}
 
 // skipUnlessIO skips where this kernel cannot run the mechanism.
-func skipUnlessIO(t *testing.T, io string) {
+func skipUnlessIO(t *testing.T, io IOMode) {
 	t.Helper()
 	if io == IOUring {
 		skipUnlessUring(t)
@@ -89,12 +91,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.tuning == (Tuning{}) {
 		o.tuning = DefaultTuning()
 	}
-	sp, err := NewSocketPair()
+	sp, err := netbackend.NewSocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp.SingleFrame = o.io != "" && o.io != "sendmmsg"
-	cfgIO := ""
+	sp.SingleFrame = o.io != "" && o.io != IOSendmmsg
+	cfgIO := IOWritev // the socketpair's own sendmmsg unless SingleFrame
 	if o.io == IOUring {
 		cfgIO = IOUring
 	}
@@ -103,7 +105,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.backend != nil {
 		b = o.backend
 	}
-	r.dev, err = NewWithBackend(Config{Ifname: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
+	r.dev, err = New(Config{Ifname: "test0", Tuning: o.tuning, Trace: r.trace, IO: cfgIO, Log: r.logf,
 		Pcap: o.pcap, RxLimit: o.rxLimit, TxLimit: o.txLimit, VCPUThreads: o.vcpus}, b)
 	if err != nil {
 		t.Fatal(err)

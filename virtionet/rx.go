@@ -2,9 +2,30 @@ package virtionet
 
 import (
 	"errors"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// rxState is the worker's rx side: the chains and slots of one batch,
+// the bounce buffer, whether the backend is watched, and rx interrupt
+// moderation (RxIrqGapUs).
+type rxState struct {
+	rx        rxPool // the rx chains of one batch
+	slots     [][]unix.Iovec
+	got       []int
+	gathered  []unix.Iovec // one frame's chains (MRG_RXBUF) and the overflow byte
+	bounce    []byte       // a frame read before its chains are known
+	bounceIov []unix.Iovec
+	held      int // the bounce buffer holds a frame of this length, waiting for buffers
+
+	tapWatched bool // the backend is in the epoll set
+	backendEOF bool // the backend's peer closed: never watch it again
+
+	irqTimer  int       // rx interrupt moderation: fires when a held interrupt is due
+	lastRxIrq time.Time // when the guest last got an rx interrupt
+	rxIrqHeld bool      // an rx interrupt waits for irqTimer
+}
 
 type rxResult int
 
@@ -234,6 +255,9 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 		*pkts++
 		got := w.got[0]
 		switch {
+		case !w.underMax(got):
+			// Longer than any frame the guest may get: never held for
+			// buffers, never delivered, whatever it posted.
 		case !direct && got <= len(w.bounce)-1 && got > capacity && w.mergeable:
 			// Larger than the buffers the guest has now: hold it until
 			// it adds more (a small ring may never line up a largest frame).
@@ -259,6 +283,10 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 // deliverHeld places the frame held in the bounce buffer once the guest
 // has added enough buffers for it.
 func (w *worker) deliverHeld(pkts, bytes *int) (frames int, res rxResult) {
+	if !w.underMax(w.held) { // readEach holds none such; a frame is checked on every path
+		w.held = 0
+		return 0, rxBatchFull
+	}
 	capacity, _, err := w.gatherFrame(w.held)
 	switch {
 	case err != nil:
@@ -287,10 +315,25 @@ func (w *worker) holdOrDrop() rxResult {
 	return rxBatchFull
 }
 
+// underMax counts a frame longer than the largest the guest may get with
+// its MTU and features (maxFrame): a backend whose MTU is larger (a tap,
+// af_packet) can hand one over, and buffers that would hold it do not
+// make it a frame the guest asked for (issue 28, D2).
+func (w *worker) underMax(got int) bool {
+	if got > w.maxFrame {
+		w.p.counters[rxQueue].drop(DropRxTooBig)
+		return false
+	}
+	return true
+}
+
 // frameFits counts a frame the guest cannot take: longer than the buffers
-// read into (it reached the overflow byte), or shorter than a vnet header.
+// read into (it reached the overflow byte) or than maxFrame, or shorter
+// than a vnet header.
 func (w *worker) frameFits(got, capacity int) bool {
 	switch {
+	case !w.underMax(got):
+		return false
 	case got > capacity:
 		w.p.counters[rxQueue].drop(DropRxTooBig)
 		return false

@@ -93,8 +93,8 @@ type Stats struct {
 	// Ifname is the device's host interface, a tap or af_packet's; its
 	// JSON key stays "tap" for the readers of saved stats.
 	Ifname string `json:"tap"`
-	// IO is how tx frames reach the backend: writev, uring or sendmmsg.
-	IO     string       `json:"io,omitempty"`
+	// IO is what the worker runs (Device.IO): writev, uring or sendmmsg.
+	IO     IOMode       `json:"io,omitempty"`
 	Queues []QueueStats `json:"queues"`
 	// WorkerCPUNs is the CPU time the device's worker threads used.
 	WorkerCPUNs uint64 `json:"worker_cpu_ns,omitempty"`

@@ -10,6 +10,7 @@ import (
 
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/netnstest"
+	"tinyvmm/netbackend"
 	"tinyvmm/virtionet"
 	"tinyvmm/virtionet/guestdrv"
 )
@@ -27,10 +28,10 @@ func TestTapMultiQueue(t *testing.T) {
 	}
 	var dev *virtionet.Device
 	if err := ns.Do(func() error {
-		if n := virtionet.DefaultQueues(virtionet.Config{Ifname: "tvmq0"}, 2); n != 2 {
-			t.Errorf("default queues on a multi-queue tap with 2 vCPUs: %d", n)
+		if netbackend.SingleQueueTap("tvmq0") {
+			t.Errorf("a multi-queue tap taken for a single-queue one")
 		}
-		dev, err = virtionet.New(virtionet.Config{Ifname: "tvmq0", Queues: 2, Tuning: virtionet.DefaultTuning()})
+		dev, err = openTap(virtionet.Config{Ifname: "tvmq0", Queues: 2, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning()})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func TestTapMultiQueue(t *testing.T) {
 	// The multi-queue tap also takes a device of one pair.
 	dev.Close()
 	if err := ns.Do(func() error {
-		d, err := virtionet.New(virtionet.Config{Ifname: "tvmq0", Queues: 1})
+		d, err := openTap(virtionet.Config{Ifname: "tvmq0", Queues: 1, IO: virtionet.IOWritev})
 		if err == nil {
 			err = d.Close()
 		}
@@ -137,10 +138,10 @@ func TestTapMultiQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = ns.Do(func() error {
-		if n := virtionet.DefaultQueues(virtionet.Config{Ifname: "tvsq0"}, 2); n != 1 {
-			t.Errorf("default queues on a single-queue tap: %d, want 1", n)
+		if !netbackend.SingleQueueTap("tvsq0") {
+			t.Errorf("a single-queue tap not taken for one: the VMM would default it to more pairs")
 		}
-		d, err := virtionet.New(virtionet.Config{Ifname: "tvsq0", Queues: 2})
+		d, err := openTap(virtionet.Config{Ifname: "tvsq0", Queues: 2, IO: virtionet.IOWritev})
 		if err == nil {
 			d.Close()
 		}

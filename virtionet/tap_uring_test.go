@@ -101,8 +101,8 @@ func TestTapIOUring(t *testing.T) {
 // overflow byte after each chain is what shows it: a tap read into too
 // short a buffer returns the bytes it copied, not the frame's length.
 func TestTapFrameLongerThanChainsIsDropped(t *testing.T) {
-	for _, io := range []string{virtionet.IOUring, virtionet.IOWritev} {
-		t.Run(io, func(t *testing.T) {
+	for _, io := range []virtionet.IOMode{virtionet.IOUring, virtionet.IOWritev} {
+		t.Run(string(io), func(t *testing.T) {
 			ns := netnstest.Setup(t)
 			hostMAC, err := ns.AddTap("tap0", "10.0.2.1/24")
 			if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 )
 
 // drainPeer reads frames the device sends until n arrived.
@@ -27,7 +27,7 @@ func (r *rig) txBurst(n, payload int) {
 	}
 }
 
-func testTxPacketBudgetStopsRunAtExactlyN(t *testing.T, io string) {
+func testTxPacketBudgetStopsRunAtExactlyN(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts = 10
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -48,7 +48,7 @@ func testTxPacketBudgetStopsRunAtExactlyN(t *testing.T, io string) {
 	}
 }
 
-func testTxByteBudgetStopsRunAtExactlyB(t *testing.T, io string) {
+func testTxByteBudgetStopsRunAtExactlyB(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.TxWeightBytes = 1000
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -66,7 +66,7 @@ func testTxByteBudgetStopsRunAtExactlyB(t *testing.T, io string) {
 
 // TxWeightPkts=0 is vhost-net before VHOST_NET_PKT_WEIGHT (the "Origin" row
 // of experiment 002): one run takes everything.
-func testTxUnlimitedWeightIsOneRun(t *testing.T, io string) {
+func testTxUnlimitedWeightIsOneRun(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts, tun.TxWeightBytes = 0, 0
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -84,7 +84,7 @@ func testTxUnlimitedWeightIsOneRun(t *testing.T, io string) {
 
 // A budget-limited tx run is requeued behind rx: rx frames are delivered
 // between tx runs, not after the whole tx burst.
-func testTxBudgetRequeuesBehindRx(t *testing.T, io string) {
+func testTxBudgetRequeuesBehindRx(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.TxWeightPkts = 4
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -105,7 +105,7 @@ func testTxBudgetRequeuesBehindRx(t *testing.T, io string) {
 	}
 }
 
-func testRxPacketBudgetRequeues(t *testing.T, io string) {
+func testRxPacketBudgetRequeues(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.RxWeightPkts, tun.RxBatch = 5, 64
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -125,7 +125,7 @@ func testRxPacketBudgetRequeues(t *testing.T, io string) {
 
 // One rx batch: one publish of the used index and one interrupt for all
 // frames waiting.
-func testRxBatchPublishesOnceAndSignalsOnce(t *testing.T, io string) {
+func testRxBatchPublishesOnceAndSignalsOnce(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io, features: allBut(FeatEventIdx)})
 	r.rx.AddRxBuffers(64, 2048)
 	for i := 0; i < 10; i++ {
@@ -145,7 +145,7 @@ func testRxBatchPublishesOnceAndSignalsOnce(t *testing.T, io string) {
 }
 
 // RxBatch=1 is the "before" row: a publish and an interrupt per frame.
-func testRxBatchOneIsPerFrame(t *testing.T, io string) {
+func testRxBatchOneIsPerFrame(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.RxBatch = 1
 	r := newRig(t, rigOptions{io: io, tuning: tun, features: allBut(FeatEventIdx)})
@@ -167,7 +167,7 @@ func testRxBatchOneIsPerFrame(t *testing.T, io string) {
 }
 
 // The notify threshold publishes tx used entries every N chains.
-func testTxNotifyThresholdPublishesEveryN(t *testing.T, io string) {
+func testTxNotifyThresholdPublishesEveryN(t *testing.T, io IOMode) {
 	for _, thr := range []int{1, 4, 64} {
 		t.Run(fmt.Sprint(thr), func(t *testing.T) {
 			tun := DefaultTuning()
@@ -194,7 +194,7 @@ func TestTracerIsOffWithoutWriter(t *testing.T) {
 // A frame larger than its chain (it reaches the overflow byte, or
 // recvmmsg cuts it) is dropped and counted, and the chain takes the next
 // frame: nothing truncated reaches the guest.
-func testRxBatchTruncatedFrameIsDropped(t *testing.T, io string) {
+func testRxBatchTruncatedFrameIsDropped(t *testing.T, io IOMode) {
 	feat := uint64(FeatVersion1 | FeatMAC)
 	r := newRig(t, rigOptions{io: io, features: feat, rxBufSize: 1600})
 	r.rx.AddRxBuffers(4, 1600)
@@ -214,7 +214,7 @@ func testRxBatchTruncatedFrameIsDropped(t *testing.T, io string) {
 
 // With no weights at all a guest that keeps a ring full could keep a run
 // going forever; once Reset has begun, the handlers stop at the next frame.
-func testHandlersStopWhenResetBegins(t *testing.T, io string) {
+func testHandlersStopWhenResetBegins(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io, tuning: Tuning{RxBatch: 64, NotifyThreshold: 8}})
 	r.rx.AddRxBuffers(64, 2048) // room for a 64 KiB TSO frame
 	r.txBurst(16, 60)
@@ -246,10 +246,10 @@ func testHandlersStopWhenResetBegins(t *testing.T, io string) {
 // per frame.
 func TestTxGroupsPerSend(t *testing.T) {
 	for _, tc := range []struct {
-		io       string
+		io       IOMode
 		syscalls uint64
-	}{{IOWritev, 20}, {"sendmmsg", 3}, {IOUring, 3}} {
-		t.Run(tc.io, func(t *testing.T) {
+	}{{IOWritev, 20}, {IOSendmmsg, 3}, {IOUring, 3}} {
+		t.Run(string(tc.io), func(t *testing.T) {
 			skipUnlessIO(t, tc.io)
 			tun := DefaultTuning()
 			tun.NotifyThreshold = 8
@@ -265,7 +265,7 @@ func TestTxGroupsPerSend(t *testing.T) {
 				}
 			}
 			r.waitUsed(r.tx, 20, nil)
-			if a, b := r.trace.count("tx "+tc.io+" 8"), r.trace.count("tx "+tc.io+" 4"); a != 2 || b != 1 {
+			if a, b := r.trace.count("tx "+string(tc.io)+" 8"), r.trace.count("tx "+string(tc.io)+" 4"); a != 2 || b != 1 {
 				t.Errorf("groups: %d of 8 and %d of 4, want 2 and 1\n%s", a, b, r.trace.String())
 			}
 			if s := r.stats(txQueue); s.Frames != 20 || s.Syscalls != tc.syscalls {

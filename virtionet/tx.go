@@ -3,8 +3,13 @@ package virtionet
 import (
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
+	"tinyvmm/virtio"
 )
+
+// txState is the worker's tx side.
+type txState struct {
+	txg txStaged // the tx chains of one send
+}
 
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
 const maxIov = 1024
@@ -152,7 +157,7 @@ func (g *txStaged) reset() {
 // A chain of more buffers than one writev takes is copied into the
 // scratch buffer; it returns false then: the group must go before another
 // such chain can.
-func (w *worker) stageTx(chain devices.Chain) bool {
+func (w *worker) stageTx(chain virtio.Chain) bool {
 	g, c := &w.txg, &w.p.counters[txQueue]
 	start, total := len(g.iovs), 0
 	for _, d := range chain.Bufs {
@@ -207,7 +212,7 @@ func (w *worker) flushTx() int {
 	sent := 0
 	if n := len(g.frames); n > 0 {
 		if w.trace != nil {
-			w.trace.event("tx", w.io.name(), "", n)
+			w.trace.event("tx", string(w.io.name()), "", n)
 		}
 		g.res = g.res[:0]
 		for range n {

@@ -13,7 +13,7 @@ import (
 // while the worker polls go out without a kick, and once a look finds the
 // ring idle, kicks are back on for the next chain. With and without
 // EVENT_IDX (avail_event left behind, or the NO_NOTIFY flag).
-func testTxPollModeKeepsKicksOff(t *testing.T, io string) {
+func testTxPollModeKeepsKicksOff(t *testing.T, io IOMode) {
 	for _, eventIdx := range []bool{true, false} {
 		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {
 			tun := DefaultTuning()
@@ -59,7 +59,7 @@ func testTxPollModeKeepsKicksOff(t *testing.T, io string) {
 // A lone chain does not start busy polling: the next chain after it is
 // kicked at once (on a shared CPU a yielding worker would see it only at
 // its next turn).
-func testLoneFrameKeepsKicks(t *testing.T, io string) {
+func testLoneFrameKeepsKicks(t *testing.T, io IOMode) {
 	tun := DefaultTuning()
 	tun.NotifyThreshold, tun.PollUs = 8, 2_000_000
 	r := newRig(t, rigOptions{io: io, tuning: tun})
@@ -93,7 +93,7 @@ func testLoneFrameKeepsKicks(t *testing.T, io string) {
 // the worker polls after it with tx kicks off, so the guest's answer goes
 // out without a kick, with and without EVENT_IDX; once the poll is over,
 // kicks are back on. The vCPU is a thread pinned to the last CPU.
-func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io string) {
+func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io IOMode) {
 	vcpu := pinnedThread(t)
 	for _, eventIdx := range []bool{true, false} {
 		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {

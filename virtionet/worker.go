@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/schedstat"
 	"tinyvmm/internal/threadname"
+	"tinyvmm/virtio"
 )
 
 // burstPollNs is how soon the worker looks at the tx ring again while it
@@ -19,7 +19,10 @@ import (
 const burstPollNs = 50_000
 
 // worker serves one queue pair on its own OS thread, like a vhost worker.
-// Everything but stop runs on that thread.
+// Everything but stop runs on that thread. Its state is cut by job: what
+// every handler shares is here; the tx side, the rx side, how it waits and
+// where it runs, and the rate limiter's throttle are parts of their own,
+// embedded so that each handler names its fields as before.
 type worker struct {
 	d      *Device
 	p      *pair // the pair it serves: its fd, ring and counters
@@ -31,38 +34,39 @@ type worker struct {
 	maxFrame  int  // largest frame (header included) the backend may deliver
 	mergeable bool // VIRTIO_NET_F_MRG_RXBUF
 
-	q      [2]*devices.Queue
+	q      [2]*virtio.Queue
 	kick   [2]int
-	irq    [2]devices.Interrupt
+	irq    [2]virtio.Interrupt
 	broken [2]bool
 	fail   func(error)
-	fd     int // backend
+	fd     int     // backend
+	io     frameIO // how frames cross: the pair's IOMode (chooseIO), vectorIO after a failure
 
-	epfd, stopfd, timerfd int
-	irqTimer              int         // rx interrupt moderation: fires when a held interrupt is due
-	lastRxIrq             time.Time   // when the guest last got an rx interrupt
-	rxIrqHeld             bool        // an rx interrupt waits for irqTimer
-	stopping              atomic.Bool // handlers return early: Reset waits
-	tapWatched            bool
-	backendEOF            bool      // the backend's peer closed: never watch it again
-	polling               bool      // the poll timer is armed
-	txPolling             bool      // busy polling: tx kicks are off, the run loop looks at the ring
-	rxPolling             bool      // busy polling: out of rx buffers, rx kicks are off, the run loop looks for more
-	pollUntil             time.Time // busy polling (PollUs): the worker does not sleep before this
-	pending               [2]int
-	npending              int
-	done                  chan struct{}
+	// scratch (scratchBuf) holds one frame: tx, a chain of more buffers
+	// than writev takes; rx, frames moved down a batch.
+	scratch []byte
 
-	io        frameIO  // how frames cross: chosen in newWorker, vectorIO after a failure
-	txg       txStaged // the tx chains of one send
-	rx        rxPool   // the rx chains of one batch
-	slots     [][]unix.Iovec
-	got       []int
-	gathered  []unix.Iovec // one frame's chains (MRG_RXBUF) and the overflow byte
-	scratch   []byte       // tx: a chain of more buffers than writev takes; rx: frames moved down
-	bounce    []byte       // rx: a frame read before its chains are known
-	bounceIov []unix.Iovec
-	held      int // rx: the bounce buffer holds a frame of this length, waiting for buffers
+	epfd, stopfd int
+	stopping     atomic.Bool // handlers return early: Reset waits
+	pending      [2]int      // the run queue of the two handlers
+	npending     int
+	done         chan struct{}
+
+	txState       // tx.go
+	rxState       // rx.go, rxpool.go
+	pollState     // waiting, busy polling and CPU placement: worker.go, cpus.go
+	throttleState // throttle.go
+}
+
+// pollState is how the worker waits for work and where its thread runs:
+// the poll timer, busy polling (PollUs), SCHED_BATCH (WorkerBatch) and
+// where the vCPUs may run (PollLone).
+type pollState struct {
+	timerfd   int       // the poll timer (notification threshold look)
+	polling   bool      // the poll timer is armed
+	txPolling bool      // busy polling: tx kicks are off, the run loop looks at the ring
+	rxPolling bool      // busy polling: out of rx buffers, rx kicks are off, the run loop looks for more
+	pollUntil time.Time // busy polling (PollUs): the worker does not sleep before this
 
 	batchOn bool // the thread runs under SCHED_BATCH (WorkerBatch)
 
@@ -70,15 +74,9 @@ type worker struct {
 	// beside the vCPUs, as last checked.
 	cpus          cpuRoom
 	cpusCheckedAt time.Time
-
-	// The rate limiter (ratelimit.go): a throttled queue is not run until
-	// throttleFd fires at its throttleAt.
-	throttleFd int
-	throttled  [2]bool
-	throttleAt [2]time.Time
 }
 
-func newWorker(d *Device, p *pair, a devices.Activation) (*worker, error) {
+func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
 	w := &worker{
 		d: d, p: p, acked: a.Features, tuning: d.cfg.Tuning,
 		trace:     newTracer(p.trace),
@@ -93,10 +91,10 @@ func newWorker(d *Device, p *pair, a devices.Activation) (*worker, error) {
 		w.fail = func(error) {}
 	}
 	d.mu.Lock()
-	switch {
-	case isMultiFrame(d.backend):
+	switch p.io {
+	case IOSendmmsg:
 		w.io = &mmsgIO{}
-	case p.ring != nil:
+	case IOUring:
 		w.io = newUringIO(p.ring)
 	default:
 		w.io = vectorIO{}
@@ -471,6 +469,7 @@ func (w *worker) dropRing(err error) {
 		w.p.ring.Close()
 		w.p.ring = nil
 	}
+	w.p.io = IOWritev
 	d.mu.Unlock()
 	if first { // one notice per pair
 		d.cfg.Log("net %s: io_uring failed (%v); one writev per frame from now on", d.cfg.Ifname, err)

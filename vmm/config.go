@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"tinyvmm/userproc"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 )
 
@@ -43,9 +44,10 @@ type Config struct {
 	// WorkDir is the host's working directory: when it lies inside a
 	// share, the guest runs Command in the matching guest directory.
 	WorkDir string
-	// Notify is how guest kicks reach the net device: NotifyIoeventfd
-	// (default) or NotifyExit (a vCPU exit handled in Go, for comparison).
-	Notify string
+	// Notify is how guest kicks reach the virtio devices: the zero value
+	// pci.NotifyIoeventfd, or pci.NotifyExit (a vCPU exit handled in Go,
+	// for comparison).
+	Notify pci.NotifyMode
 
 	// Stats, when non-empty, reports timings and device counters at exit:
 	// "-" as text on Log, any other value is a file for JSON.
@@ -76,12 +78,6 @@ type NetConfig struct {
 	User *userproc.Config
 }
 
-// Notify modes.
-const (
-	NotifyIoeventfd = "ioeventfd"
-	NotifyExit      = "exit"
-)
-
 // Limits on the machine shape.
 const (
 	MinMemBytes = 16 << 20
@@ -103,9 +99,9 @@ func (c *Config) check() error {
 		return fmt.Errorf("--cpus %d is outside 1..%d", c.CPUs, MaxCPUs)
 	}
 	switch c.Notify {
-	case "", NotifyIoeventfd, NotifyExit:
+	case pci.NotifyIoeventfd, pci.NotifyExit:
 	default:
-		return fmt.Errorf("--notify %q is not one of ioeventfd, exit", c.Notify)
+		return fmt.Errorf("--notify %v is not one of ioeventfd, exit", c.Notify)
 	}
 	if c.UserStart && (c.Initrd != "" || c.InitrdData != nil || len(c.Command) > 0) {
 		return fmt.Errorf("a user-mode guest (--bench-guest) takes no initrd and no command; pass its arguments with --append")
@@ -118,26 +114,27 @@ func (c *Config) check() error {
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nets {
+		// Each NIC's own rules are the device's (virtionet.Config);
+		// that no two NICs share an interface is the VM's.
+		if err := n.config().Validate(); err != nil {
+			return err
+		}
 		name := n.Ifname
 		if n.AFPacket != "" {
 			name = n.AFPacket
-		}
-		if n.User != nil && (n.AFPacket != "" || n.IO == virtionet.IOUring) {
-			return fmt.Errorf("--net %s: a user network takes neither af_packet= nor io=", name)
-		}
-		if n.User != nil && n.Queues > 1 {
-			return fmt.Errorf("--net %s: a user network has one queue pair, not queues=%d", name, n.Queues)
-		}
-		if name == "" {
-			return fmt.Errorf("--net needs tap=NAME or af_packet=IFNAME")
 		}
 		if seen[name] {
 			return fmt.Errorf("--net %s is given twice", name)
 		}
 		seen[name] = true
-		if err := n.Config.Validate(); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// config is the device's config of n; User says whether it is on a user
+// network, which n.User configures.
+func (n NetConfig) config() virtionet.Config {
+	c := n.Config
+	c.User = c.User || n.User != nil
+	return c
 }

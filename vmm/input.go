@@ -2,21 +2,21 @@ package vmm
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/boot"
 )
 
-// inputFile is an open kernel or initrd: boot reads its headers, then maps
-// each segment's whole pages and the initrd's over guest RAM (MapAt) and
-// reads only the partial pages at their ends, so tinyvmm neither buffers
-// nor copies the file. Until the guest writes a page, that page is the
-// file's: replace a kernel or initrd by rename while a VM uses it (as
-// make guest does), not by rewriting it in place.
+// inputFile is an open kernel or initrd, a regular file: boot reads its
+// headers, then reads each segment and the initrd straight into guest RAM
+// at their offsets, so tinyvmm keeps no other copy of the file. Copied, not
+// mapped: a file rewritten or truncated under a running VM (make guest
+// rebuilding it) changes nothing the guest sees, and cannot make the VMM's
+// own access to guest RAM fault (SIGBUS past the end of a truncated map).
+// The copy costs about a millisecond for the default guest's kernel and
+// initrd, and those pages are read by the guest during boot anyway.
 type inputFile struct {
 	*os.File
 	size int64
@@ -24,30 +24,18 @@ type inputFile struct {
 
 func (f inputFile) Size() int64 { return f.size }
 
-// MapAt implements boot.Mapper: the file's pages go over guest RAM
-// copy-on-write (MAP_PRIVATE|MAP_FIXED), so the set-up copies nothing and
-// the guest pulls in only the pages it touches; its writes stay private.
-// boot passes only page-aligned whole pages of guest RAM. Should the map
-// fail, the range is made anonymous memory again, as it was.
-func (f inputFile) MapAt(dst []byte, off int64) error {
-	addr, n := unsafe.Pointer(unsafe.SliceData(dst)), uintptr(len(dst))
-	if uintptr(addr)%pageSize != 0 || n%pageSize != 0 || off%pageSize != 0 {
-		return fmt.Errorf("map of %d bytes at file offset %#x: not whole pages", n, off)
-	}
-	_, err := unix.MmapPtr(int(f.Fd()), off, addr, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
-	if err != nil {
-		unix.MmapPtr(-1, 0, addr, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE|unix.MAP_FIXED)
-		return err
-	}
-	return nil
-}
-
 // openInput opens what Config names for boot to read: data when the caller
-// handed the image in memory, else the file at path. Something that cannot
-// be read at offsets (a pipe) is read whole. close is never nil.
-func openInput(path string, data []byte, what string) (f boot.File, close func(), err error) {
+// handed the image in memory, else the file at path, which must be a
+// regular file of at most limit bytes (the guest's memory). Anything else
+// is refused before a byte is read: a device such as /dev/zero would be
+// read without end, and a FIFO waits for a writer that may never come.
+// close is never nil.
+func openInput(path string, data []byte, what string, limit uint64) (f boot.File, close func(), err error) {
 	nothing := func() {}
 	if data != nil {
+		if err := checkInputSize(uint64(len(data)), limit, what, "in memory"); err != nil {
+			return nil, nothing, err
+		}
 		return boot.Bytes(data), nothing, nil
 	}
 	if path == "" {
@@ -55,9 +43,11 @@ func openInput(path string, data []byte, what string) (f boot.File, close func()
 	}
 	// Not os.Open: it offers each file to Go's netpoller, and the first
 	// offer creates the epoll instance and its eventfd on the way to the
-	// first KVM_RUN, only for epoll to refuse a regular file. A FIFO is then
-	// read with blocking reads, which is all ReadAll needs.
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	// first KVM_RUN, only for epoll to refuse a regular file. O_NONBLOCK:
+	// opening a FIFO with no writer returns at once instead of waiting
+	// for one; O_NOCTTY: a terminal named by mistake stays no controlling
+	// one. Both are moot for the regular file that is all that is kept.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, nothing, fmt.Errorf("cannot read %s %s: %v", what, path, errText(err))
 	}
@@ -67,19 +57,45 @@ func openInput(path string, data []byte, what string) (f boot.File, close func()
 		fh.Close()
 		return nil, nothing, fmt.Errorf("cannot read %s %s: %v", what, path, errText(err))
 	}
-	switch {
-	case st.Mode().IsRegular():
-		return inputFile{fh, st.Size()}, func() { fh.Close() }, nil
-	case st.IsDir():
+	if !st.Mode().IsRegular() {
 		fh.Close()
-		return nil, nothing, fmt.Errorf("cannot read %s %s: is a directory", what, path)
+		return nil, nothing, fmt.Errorf("cannot read %s %s: %s", what, path, notRegular(st.Mode()))
 	}
-	defer fh.Close()
-	b, err := io.ReadAll(fh)
-	if err != nil {
-		return nil, nothing, fmt.Errorf("cannot read %s %s: %v", what, path, errText(err))
+	if err := checkInputSize(uint64(st.Size()), limit, what, path); err != nil {
+		fh.Close()
+		return nil, nothing, err
 	}
-	return boot.Bytes(b), nothing, nil
+	if err := unix.SetNonblock(fd, false); err != nil {
+		fh.Close()
+		return nil, nothing, fmt.Errorf("cannot read %s %s: %v", what, path, err)
+	}
+	return inputFile{fh, st.Size()}, func() { fh.Close() }, nil
+}
+
+// checkInputSize refuses a kernel or initrd larger than the guest's memory
+// before anything is read or allocated for it.
+func checkInputSize(n, limit uint64, what, where string) error {
+	if n > limit {
+		return fmt.Errorf("%s %s (%d MiB) does not fit in %d MiB of guest memory; raise --mem", what, where, (n+(1<<20)-1)>>20, limit>>20)
+	}
+	return nil
+}
+
+// notRegular says what a kernel or initrd that is not a regular file is.
+func notRegular(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "is a directory"
+	case mode&os.ModeCharDevice != 0:
+		return "is a character device, not a regular file"
+	case mode&os.ModeDevice != 0:
+		return "is a block device, not a regular file"
+	case mode&os.ModeNamedPipe != 0:
+		return "is a FIFO, not a regular file"
+	case mode&os.ModeSocket != 0:
+		return "is a socket, not a regular file"
+	}
+	return "is not a regular file"
 }
 
 // errText drops the "open PATH:" prefix Go puts on file errors, since the

@@ -8,14 +8,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio/pci"
 )
 
 // firstMSIGSI is the first GSI after the in-kernel IOAPIC's 24 pins.
 const firstMSIGSI = 24
 
-// hypervisor implements devices.Hypervisor on a KVM VM: ioeventfds, and
+// hypervisor implements pci.Hypervisor on a KVM VM: ioeventfds, and
 // MSI vectors as GSI routes plus irqfds. KVM_SET_GSI_ROUTING replaces the
 // whole table, so it keeps every MSI route and re-sets the table (the
 // default irqchip routes plus the MSI routes) on every change.
@@ -47,19 +47,19 @@ func newHypervisor(vm irqVM) *hypervisor {
 	return &hypervisor{vm: vm, routes: map[uint32]kvm.Route{}, used: map[uint32]bool{}, nextGSI: firstMSIGSI, maxGSI: max}
 }
 
-// AddIoeventfd implements devices.Hypervisor.
+// AddIoeventfd implements pci.Hypervisor.
 func (h *hypervisor) AddIoeventfd(gpa uint64, size uint32, fd int) error {
 	return h.vm.AddIoeventfd(kvm.Ioeventfd{Addr: gpa, Len: size, FD: fd})
 }
 
-// RemoveIoeventfd implements devices.Hypervisor.
+// RemoveIoeventfd implements pci.Hypervisor.
 func (h *hypervisor) RemoveIoeventfd(gpa uint64, size uint32, fd int) error {
 	return h.vm.RemoveIoeventfd(kvm.Ioeventfd{Addr: gpa, Len: size, FD: fd})
 }
 
-// NewMSIVector implements devices.Hypervisor: a free GSI with an irqfd,
+// NewMSIVector implements pci.Hypervisor: a free GSI with an irqfd,
 // masked and without a route until Update.
-func (h *hypervisor) NewMSIVector() (devices.MSIVector, error) {
+func (h *hypervisor) NewMSIVector() (pci.MSIVector, error) {
 	h.mu.Lock()
 	gsi, err := h.allocGSI()
 	h.mu.Unlock()
@@ -157,7 +157,7 @@ func (v *msiVector) Trigger() error {
 	return signalEventfd(v.fd)
 }
 
-// Update implements devices.MSIVector.
+// Update implements pci.MSIVector.
 func (v *msiVector) Update(addr uint64, data uint32, masked bool) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -180,7 +180,7 @@ func (v *msiVector) Update(addr uint64, data uint32, masked bool) error {
 	return nil
 }
 
-// Close implements devices.MSIVector.
+// Close implements pci.MSIVector.
 func (v *msiVector) Close() error {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -18,6 +18,7 @@ import (
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/internal/threadname"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtionet"
 )
 
@@ -265,11 +266,14 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 		t.Skip("host KVM is PVM: guest user space cannot make system calls here (TestLinuxGuestKernelAnswersPing covers the datapath)")
 	}
 	kernel, initrd := guestFile(t, "vmlinux"), guestFile(t, "initramfs.cpio")
-	for _, tc := range []struct{ notify, io string }{
-		{NotifyIoeventfd, virtionet.IOUring},
-		{NotifyExit, virtionet.IOWritev},
+	for _, tc := range []struct {
+		notify pci.NotifyMode
+		io     virtionet.IOMode
+	}{
+		{pci.NotifyIoeventfd, virtionet.IOUring},
+		{pci.NotifyExit, virtionet.IOWritev},
 	} {
-		t.Run(tc.notify+"-"+tc.io, func(t *testing.T) {
+		t.Run(tc.notify.String()+"-"+string(tc.io), func(t *testing.T) {
 			if tc.io == virtionet.IOUring && os.Getenv("TINYVMM_NESTED_L1") != "" {
 				// 3 of the 7 L1 freezes of 2026-12-03 came in this subtest, 1 just after it (test/nested/README.md).
 				t.Skip("io_uring under a Linux guest freezes the nested L1 (QEMU 7.2 TCG); the uring datapath is tested by virtionet's TestDatapath/uring")
@@ -353,4 +357,59 @@ func watchThreadNames() func() map[string]bool {
 		}
 	}()
 	return func() map[string]bool { close(stop); return <-done }
+}
+
+// TestLinuxGuestBootsFromTruncatedFiles truncates the kernel and initrd
+// files to nothing once Run has loaded them, before the guest runs its
+// first instruction: the guest must boot and run its command all the same,
+// since what it boots is the copy in its RAM, not the files. (Mapped from
+// the files instead, the guest's pages past the new end are gone, and the
+// guest or the VMM faults.)
+func TestLinuxGuestBootsFromTruncatedFiles(t *testing.T) {
+	h := kvm.Detect()
+	if !h.Usable {
+		t.Skip(h.Why)
+	}
+	if h.PVM {
+		t.Skip("host KVM is PVM: guest user space cannot make system calls here, so a command cannot run")
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, name := range []string{"vmlinux", "initramfs.cpio"} {
+		b, err := os.ReadFile(guestFile(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	truncated := false
+	testHookLoaded = func() {
+		for _, p := range files {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		truncated = true
+	}
+	defer func() { testHookLoaded = nil }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var console, log syncbuf.Buffer
+	status, err := Run(ctx, Config{
+		Kernel: files[0], Initrd: files[1], MemBytes: 256 << 20, CPUs: 1,
+		Command: []string{"sh", "-c", "echo booted; exit 5"},
+		Console: &console, Log: &log,
+	})
+	if !truncated {
+		t.Fatal("the files were not truncated after the load")
+	}
+	out := console.String()
+	if err != nil || status != 5 || !regexp.MustCompile(`(?m)^booted\r?$`).MatchString(out) {
+		t.Fatalf("status %d, err %v; want 5 and a booted line\nconsole:\n%s\nlog:\n%s", status, err, tail(out, 30), log.String())
+	}
 }

@@ -5,8 +5,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices"
 	"tinyvmm/kvm"
+	"tinyvmm/virtio"
 )
 
 // The guest physical map: RAM from 0 up to 3 GiB, the 32-bit hole for
@@ -30,7 +30,7 @@ const (
 // guestRAM is the guest's memory, mmap'd anonymous and private.
 type guestRAM struct {
 	low, high []byte
-	regions   devices.Regions
+	regions   virtio.Regions
 }
 
 // allocRAM maps size bytes of guest RAM (rounded up to a page).
@@ -42,13 +42,13 @@ func allocRAM(size uint64) (*guestRAM, error) {
 	if r.low, err = mapRAM(lowSize); err != nil {
 		return nil, err
 	}
-	r.regions = devices.Regions{{GPA: 0, Data: r.low}}
+	r.regions = virtio.Regions{{GPA: 0, Data: r.low}}
 	if size > lowSize {
 		if r.high, err = mapRAM(size - lowSize); err != nil {
 			r.free()
 			return nil, err
 		}
-		r.regions = append(r.regions, devices.Region{GPA: highMemStart, Data: r.high})
+		r.regions = append(r.regions, virtio.Region{GPA: highMemStart, Data: r.high})
 	}
 	return r, nil
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"strings"
 	"sync"
-
-	"tinyvmm/devices"
 )
 
 // panicMarker starts the line Linux's panic() prints (KERN_EMERG, so even
@@ -61,19 +59,19 @@ func (p *panicWatcher) endLine() {
 
 // explain turns a reboot or triple fault that followed a panic line into
 // a panic (or no-init) stop; other stops pass unchanged.
-func (p *panicWatcher) explain(s devices.GuestStop) devices.GuestStop {
+func (p *panicWatcher) explain(s GuestStop) GuestStop {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.line) > 0 {
 		p.endLine() // the panic line may be the last, without its newline
 	}
-	if !p.seen || (s.Reason != devices.StopReboot && s.Reason != devices.StopTripleFault) {
+	if !p.seen || (s.Reason != StopReboot && s.Reason != StopTripleFault) {
 		return s
 	}
 	for _, r := range noInitReasons {
 		if strings.HasPrefix(p.msg, r) {
-			return devices.GuestStop{Reason: devices.StopNoInit, Detail: p.msg}
+			return GuestStop{Reason: StopNoInit, Detail: p.msg}
 		}
 	}
-	return devices.GuestStop{Reason: devices.StopPanic, Detail: p.msg}
+	return GuestStop{Reason: StopPanic, Detail: p.msg}
 }

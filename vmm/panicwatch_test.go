@@ -4,23 +4,21 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"tinyvmm/devices"
 )
 
 func TestPanicWatcher(t *testing.T) {
-	reboot := devices.GuestStop{Reason: devices.StopReboot, Detail: "i8042 reset"}
+	reboot := GuestStop{Reason: StopReboot, Detail: "i8042 reset"}
 	for _, c := range []struct {
 		console string
-		want    devices.StopReason
+		want    StopReason
 		detail  string
 	}{
-		{"hello\nbye\n", devices.StopReboot, "i8042 reset"},
-		{"[    1.2] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000000\r\n", devices.StopPanic, "Attempted to kill init! exitcode=0x00000000"},
-		{"Kernel panic - not syncing: No working init found.  Try passing init= option\n", devices.StopNoInit, "No working init found.  Try passing init= option"},
-		{"x\nKernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)", devices.StopNoInit, "VFS: Unable to mount root fs on unknown-block(0,0)"},
-		{"Kernel panic - not syncing: first\nKernel panic - not syncing: second\n", devices.StopPanic, "first"},
-		{strings.Repeat("y", 5000) + "\nKernel panic - not syncing: " + strings.Repeat("z", 900) + "\n", devices.StopPanic, strings.Repeat("z", 512-28)},
+		{"hello\nbye\n", StopReboot, "i8042 reset"},
+		{"[    1.2] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000000\r\n", StopPanic, "Attempted to kill init! exitcode=0x00000000"},
+		{"Kernel panic - not syncing: No working init found.  Try passing init= option\n", StopNoInit, "No working init found.  Try passing init= option"},
+		{"x\nKernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)", StopNoInit, "VFS: Unable to mount root fs on unknown-block(0,0)"},
+		{"Kernel panic - not syncing: first\nKernel panic - not syncing: second\n", StopPanic, "first"},
+		{strings.Repeat("y", 5000) + "\nKernel panic - not syncing: " + strings.Repeat("z", 900) + "\n", StopPanic, strings.Repeat("z", 512-28)},
 	} {
 		p := &panicWatcher{w: io.Discard}
 		// Byte by byte, as the UART delivers it.
@@ -34,7 +32,7 @@ func TestPanicWatcher(t *testing.T) {
 	}
 	p := &panicWatcher{w: io.Discard}
 	p.Write([]byte("Kernel panic - not syncing: oops\n"))
-	exit := devices.GuestStop{Reason: devices.StopExitDevice, Status: 3}
+	exit := GuestStop{Reason: StopExitDevice, Status: 3}
 	if got := p.explain(exit); got != exit {
 		t.Errorf("an exit-device stop after a panic line changed: %+v", got)
 	}

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"tinyvmm/devices"
 	"tinyvmm/sharefs"
+	"tinyvmm/virtio/pci"
 	"tinyvmm/virtio9p"
 )
 
@@ -23,7 +23,7 @@ type shareDevice struct {
 	cfg       ShareConfig
 	fs        *sharefs.Share
 	dev       *virtio9p.Device
-	transport *devices.VirtioPCI
+	transport *pci.Transport
 }
 
 // shareTag is the mount tag of the i-th share.

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/threadname"
 	"tinyvmm/kvm"
 )
@@ -100,20 +99,20 @@ func (m *machine) handleExit(cpu exitSource, reason kvm.ExitReason) (stop bool, 
 	case kvm.ExitIntr, kvm.ExitIRQWindowOpen:
 	case kvm.ExitHLT:
 		// Only without an in-kernel LAPIC; with one, hlt waits in KVM.
-		m.stop.Stop(devices.GuestStop{Reason: devices.StopPowerOff, Detail: fmt.Sprintf("vCPU %d halted", cpu.ID())})
+		m.stop.Stop(GuestStop{Reason: StopPowerOff, Detail: fmt.Sprintf("vCPU %d halted", cpu.ID())})
 		return true, nil
 	case kvm.ExitShutdown:
-		m.stop.Stop(devices.GuestStop{Reason: devices.StopTripleFault, Detail: m.where(cpu)})
+		m.stop.Stop(GuestStop{Reason: StopTripleFault, Detail: m.where(cpu)})
 		return true, nil
 	case kvm.ExitSystemEvent:
 		ev := cpu.SystemEvent()
 		switch ev.Type {
 		case kvm.SystemEventReset:
-			m.stop.Stop(devices.GuestStop{Reason: devices.StopReboot, Detail: "system reset"})
+			m.stop.Stop(GuestStop{Reason: StopReboot, Detail: "system reset"})
 		case kvm.SystemEventCrash:
-			m.stop.Stop(devices.GuestStop{Reason: devices.StopCrash, Detail: m.where(cpu)})
+			m.stop.Stop(GuestStop{Reason: StopCrash, Detail: m.where(cpu)})
 		default:
-			m.stop.Stop(devices.GuestStop{Reason: devices.StopPowerOff, Detail: "system shutdown"})
+			m.stop.Stop(GuestStop{Reason: StopPowerOff, Detail: "system shutdown"})
 		}
 		return true, nil
 	case kvm.ExitInternalError:

@@ -36,11 +36,11 @@ func (f *fakeExit) Regs() (kvm.Regs, error)          { return kvm.Regs{RIP: f.ri
 func testMachine(t *testing.T) (*machine, *syncbuf.Buffer) {
 	t.Helper()
 	var out syncbuf.Buffer
-	m := &machine{stop: devices.NewStopOnce(), pio: devices.NewPIOBus(), mmio: devices.NewMMIOBus(), log: &out}
+	m := &machine{stop: NewStopOnce(), pio: devices.NewPIOBus(), mmio: devices.NewMMIOBus(), log: &out}
 	m.serial = devices.NewSerial(nil, &out)
 	m.pio.Register(devices.COM1Port, devices.SerialPorts, m.serial)
-	m.pio.Register(devices.ExitPort, 1, devices.NewExitDevice(m.stop.Stop))
-	m.pio.Register(devices.I8042CommandPort, 1, devices.NewI8042(m.stop.Stop))
+	m.pio.Register(devices.ExitPort, 1, devices.NewExitDevice(m.stop.ExitStop))
+	m.pio.Register(devices.I8042CommandPort, 1, devices.NewI8042(m.stop.ResetStop))
 	return m, &out
 }
 
@@ -49,12 +49,12 @@ type memDev struct{ b [16]byte }
 func (d *memDev) Read(off uint64, p []byte)  { copy(p, d.b[off:]) }
 func (d *memDev) Write(off uint64, p []byte) { copy(d.b[off:], p) }
 
-func stopped(m *machine) (devices.GuestStop, bool) {
+func stopped(m *machine) (GuestStop, bool) {
 	select {
 	case <-m.stop.Done():
 		return m.stop.Get(), true
 	default:
-		return devices.GuestStop{}, false
+		return GuestStop{}, false
 	}
 }
 
@@ -109,12 +109,12 @@ func TestExitShutdownAndSystemEvents(t *testing.T) {
 	for _, c := range []struct {
 		reason kvm.ExitReason
 		sys    kvm.SystemEvent
-		want   devices.StopReason
+		want   StopReason
 	}{
-		{kvm.ExitShutdown, kvm.SystemEvent{}, devices.StopTripleFault},
-		{kvm.ExitSystemEvent, kvm.SystemEvent{Type: kvm.SystemEventReset}, devices.StopReboot},
-		{kvm.ExitSystemEvent, kvm.SystemEvent{Type: kvm.SystemEventShutdown}, devices.StopPowerOff},
-		{kvm.ExitSystemEvent, kvm.SystemEvent{Type: kvm.SystemEventCrash}, devices.StopCrash},
+		{kvm.ExitShutdown, kvm.SystemEvent{}, StopTripleFault},
+		{kvm.ExitSystemEvent, kvm.SystemEvent{Type: kvm.SystemEventReset}, StopReboot},
+		{kvm.ExitSystemEvent, kvm.SystemEvent{Type: kvm.SystemEventShutdown}, StopPowerOff},
+		{kvm.ExitSystemEvent, kvm.SystemEvent{Type: kvm.SystemEventCrash}, StopCrash},
 	} {
 		m, _ := testMachine(t)
 		stop, err := m.handleExit(&fakeExit{sys: c.sys, rip: 0x1234}, c.reason)
@@ -131,7 +131,7 @@ func TestExitShutdownAndSystemEvents(t *testing.T) {
 	}
 	m, _ = testMachine(t)
 	m.handleExit(&fakeExit{io: kvm.IOExit{Port: 0x64, Out: true, Size: 1, Count: 1, Data: []byte{0xfe}}}, kvm.ExitIO)
-	if _, err := m.stop.Get().Result(); !errors.Is(err, devices.ErrGuestRebooted) {
+	if _, err := m.stop.Get().Result(); !errors.Is(err, ErrGuestRebooted) {
 		t.Fatalf("i8042 reset: %v", err)
 	}
 }

@@ -38,7 +38,7 @@ type machine struct {
 	nets      []*netDevice
 	shares    []*shareDevice
 
-	stop  *devices.StopOnce
+	stop  *StopOnce
 	exits exitCounts
 	boot  bootClock
 
@@ -59,6 +59,10 @@ func (m *machine) logf(format string, args ...any) {
 	fmt.Fprintf(m.log, "tinyvmm: "+format+"\n", args...)
 }
 
+// testHookLoaded, set only by tests, runs in Run once the kernel and
+// initrd are in guest RAM and their files closed, before any vCPU exists.
+var testHookLoaded func()
+
 // Validate checks a Config without touching any file or /dev/kvm.
 func (c Config) Validate() error { return c.check() }
 
@@ -67,16 +71,13 @@ func (c Config) Validate() error { return c.check() }
 // the status tinyvmm should exit with: the guest's, from the exit device.
 // Everything it opened is closed when it returns.
 func Run(ctx context.Context, cfg Config) (int, error) {
-	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: devices.NewStopOnce()}
+	m := &machine{cfg: cfg, started: time.Now(), log: cfg.Log, stop: NewStopOnce()}
 	m.boot.step("package init to vmm.Run")
 	if m.log == nil {
 		m.log = io.Discard
 	}
 	if m.cfg.Console == nil {
 		m.cfg.Console = io.Discard
-	}
-	if m.cfg.Notify == "" {
-		m.cfg.Notify = NotifyIoeventfd
 	}
 	if err := m.cfg.check(); err != nil {
 		return 1, err
@@ -87,6 +88,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	m.boot.step("load kernel and initrd")
+	if testHookLoaded != nil {
+		testHookLoaded()
+	}
 	if err := m.openNets(); err != nil {
 		return 1, err
 	}
@@ -116,22 +120,19 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 }
 
 // loadGuest opens the kernel and initrd, maps RAM and lays the guest out,
-// reading the files straight into it. None of this needs KVM, so file
+// reading the files straight into it; they are closed when it returns. None of this needs KVM, so file
 // errors come before /dev/kvm errors.
 func (m *machine) loadGuest() (boot.CPUState, error) {
-	kernel, closeKernel, err := openInput(m.cfg.Kernel, m.cfg.KernelData, "kernel")
+	kernel, closeKernel, err := openInput(m.cfg.Kernel, m.cfg.KernelData, "kernel", m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err
 	}
 	defer closeKernel()
-	initrd, closeInitrd, err := openInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd")
+	initrd, closeInitrd, err := openInput(m.cfg.Initrd, m.cfg.InitrdData, "initrd", m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err
 	}
 	defer closeInitrd()
-	if initrd != nil && uint64(initrd.Size()) >= m.cfg.MemBytes {
-		return boot.CPUState{}, fmt.Errorf("initrd (%d MiB) does not fit in %d MiB of guest memory; raise --mem", initrd.Size()>>20, m.cfg.MemBytes>>20)
-	}
 	m.ram, err = allocRAM(m.cfg.MemBytes)
 	if err != nil {
 		return boot.CPUState{}, err
@@ -212,8 +213,8 @@ func (m *machine) addDevices() error {
 		dev        devices.BusDevice
 	}{
 		{devices.COM1Port, devices.SerialPorts, m.serial},
-		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.Stop)},
-		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.Stop)},
+		{devices.ExitPort, 1, devices.NewExitDevice(m.stop.ExitStop)},
+		{devices.I8042CommandPort, 1, devices.NewI8042(m.stop.ResetStop)},
 		{BootTimerPort, 1, &m.boot},
 	} {
 		if err := m.pio.Register(d.port, d.size, d.dev); err != nil {
@@ -362,7 +363,7 @@ func (m *machine) startInput() error {
 			}
 			if quit {
 				m.logf("stopped by Ctrl-A x")
-				m.stop.Stop(devices.GuestStop{Reason: devices.StopPowerOff, Detail: "Ctrl-A x"})
+				m.stop.Stop(GuestStop{Reason: StopPowerOff, Detail: "Ctrl-A x"})
 				return
 			}
 			if err != nil {

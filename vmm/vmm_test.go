@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"tinyvmm/devices"
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
 	"tinyvmm/usernet"
+	"tinyvmm/virtio/pci"
 )
 
 func TestCommandArgRoundTrips(t *testing.T) {
@@ -146,7 +146,7 @@ func TestConfigCheck(t *testing.T) {
 		"mem huge":  func(c *Config) { c.MemBytes = 1 << 50 },
 		"cpus 0":    func(c *Config) { c.CPUs = 0 },
 		"cpus 1000": func(c *Config) { c.CPUs = 1000 },
-		"notify":    func(c *Config) { c.Notify = "poll" },
+		"notify":    func(c *Config) { c.Notify = pci.NotifyExit + 1 },
 		"no kernel": func(c *Config) { c.Kernel = "" },
 		"tap empty": func(c *Config) { c.Nets = []NetConfig{{}} },
 		"tap twice": func(c *Config) { c.Nets = make([]NetConfig, 2); c.Nets[0].Ifname, c.Nets[1].Ifname = "t", "t" },
@@ -250,14 +250,14 @@ func TestRunWithAPsWaitingForSIPI(t *testing.T) {
 
 func TestRunTripleFaultIsAnError(t *testing.T) {
 	status, err, _ := runTiny(t, tripleFault, true, 1, context.Background())
-	if err == nil || status != devices.StatusTripleFault || !strings.Contains(err.Error(), "triple-fault") {
+	if err == nil || status != StatusTripleFault || !strings.Contains(err.Error(), "triple-fault") {
 		t.Fatalf("status %d, err %v", status, err)
 	}
 }
 
 func TestRunRebootIsReported(t *testing.T) {
 	_, err, _ := runTiny(t, i8042Reboot, true, 1, context.Background())
-	if !errors.Is(err, devices.ErrGuestRebooted) {
+	if !errors.Is(err, ErrGuestRebooted) {
 		t.Fatalf("err %v, want ErrGuestRebooted", err)
 	}
 }

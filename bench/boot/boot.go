@@ -1,4 +1,4 @@
-// Package bootbench is `tinyvmm bench boot`: how long a VM takes from the
+// Package bootbench is `tinyvmm-lab bench boot`: how long a VM takes from the
 // VMM's spawn to the guest's /init and to its exit, for tinyvmm, QEMU's
 // microvm machine and QEMU's q35 with the PVH entry, with the same kernel,
 // initramfs and command line, interleaved, with medians of every milestone,
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/kvm"
 	"tinyvmm/vmm"
@@ -44,7 +45,7 @@ func DefaultOptions() Options {
 		QEMU: "qemu-system-x86_64", Systems: "tinyvmm,qemu-microvm,qemu-q35", Out: "out/bench", Timeout: 2 * time.Minute}
 }
 
-// MainBoot is `tinyvmm bench boot [flags]`.
+// MainBoot is `tinyvmm-lab bench boot [flags]`.
 func MainBoot(args []string, stdout, stderr io.Writer) error {
 	o := DefaultOptions()
 	fs := flag.NewFlagSet("bench boot", flag.ContinueOnError)
@@ -54,14 +55,14 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Initrd, "initrd", o.Initrd, "initramfs whose /init writes the boot timer port and runs the command")
 	fs.IntVar(&o.MemMiB, "mem", o.MemMiB, "guest memory in MiB")
 	fs.StringVar(&o.Append, "append", "", "extra kernel arguments for every system")
-	fs.StringVar(&o.Tinyvmm, "tinyvmm", "", "the tinyvmm binary (default: this one)")
+	fs.StringVar(&o.Tinyvmm, "tinyvmm", "", "the tinyvmm binary (default: the one beside this command)")
 	fs.StringVar(&o.QEMU, "qemu", o.QEMU, "the QEMU binary")
 	fs.StringVar(&o.Systems, "systems", o.Systems, "comma-separated systems to boot")
 	fs.StringVar(&o.Floor, "floor", "", "also time kvmprobe `PATH` (test/nested/kvmprobe) from its spawn to its first KVM_RUN: the least a Go VMM spends there (bench/boot.sh passes L1's)")
 	fs.StringVar(&o.Out, "out", o.Out, "directory for boot.json and boot.png")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "longest one boot may take")
 	fs.StringVar(&o.Report, "report", "", "print and plot an existing boot.json `FILE` (no boots)")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench boot", "Usage: tinyvmm bench boot [flags]   (where /dev/kvm is missing or PVM: bench/boot.sh)", args, stdout); help || err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench boot", "Usage: tinyvmm-lab bench boot [flags]\n(where /dev/kvm is missing or PVM: bench/boot.sh)", args, stdout); help || err != nil {
 		return err
 	}
 	if o.Runs < 1 || o.MemMiB < 16 {
@@ -75,12 +76,7 @@ func MainBoot(args []string, stdout, stderr io.Writer) error {
 		r.Table(stdout)
 		return r.Plot(filepath.Join(filepath.Dir(o.Report), "boot.png"))
 	}
-	host := kvm.Detect()
-	if !host.Usable || host.PVM {
-		why := host.Why
-		if host.PVM {
-			why = "this /dev/kvm is PVM, where the guest's user space cannot run"
-		}
+	if why := unfit(kvm.Detect()); why != "" {
 		return fmt.Errorf("bench boot needs a KVM that runs Linux user space (%s); bench/boot.sh runs it in the nested L1", why)
 	}
 	r, err := Bench(o, stderr)
@@ -184,8 +180,8 @@ func newBencher(o Options) (*bencher, error) {
 	}
 	b.tinyvmm = o.Tinyvmm
 	if b.tinyvmm == "" {
-		if b.tinyvmm, err = os.Executable(); err != nil {
-			return nil, err
+		if b.tinyvmm, err = tinyvmmbin.Path(); err != nil {
+			return nil, fmt.Errorf("bench boot: %v", err)
 		}
 	}
 	b.qemu = o.QEMU
@@ -277,3 +273,16 @@ func seconds(t, start time.Time) *float64 {
 }
 
 func unixNs(ns int64) time.Time { return time.Unix(0, ns) }
+
+// unfit says why host cannot run the benchmark's guests, or "" when it
+// can. A /dev/kvm that cannot be opened comes first: the kvm_pvm module
+// may be loaded on a machine with no /dev/kvm at all.
+func unfit(host kvm.Host) string {
+	switch {
+	case !host.Usable:
+		return host.Why
+	case host.PVM:
+		return "this /dev/kvm is PVM, where the guest's user space cannot run"
+	}
+	return ""
+}

@@ -1,6 +1,9 @@
 package bootbench
 
-import "tinyvmm/internal/plotfmt"
+import (
+	"tinyvmm/bench/labplot"
+	"tinyvmm/internal/plotfmt"
+)
 
 // Plot draws boot.png: one stacked bar per system, its median phases in
 // milliseconds (spawn to kernel entry, kernel to /init, /init to the
@@ -23,5 +26,5 @@ func (r *Report) Plot(file string) error {
 		}
 		c.Bars = append(c.Bars, bars)
 	}
-	return plotfmt.SavePNG(file, 760, 420, c)
+	return labplot.SavePNG(file, 760, 420, c)
 }

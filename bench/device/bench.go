@@ -35,7 +35,7 @@ type Options struct {
 	Only string // "002", "004", "000", "poll" or "backend" to run one table; "" runs all
 
 	JSON string // results file ("" for none)
-	Plot string // PNG file ("" for none)
+	Plot string // SVG file ("" for none)
 	Out  io.Writer
 }
 
@@ -158,6 +158,8 @@ func Run(o Options) (*Results, error) {
 			row.FramesPerBatch = median(runs[i], func(b BatchRow) float64 { return b.FramesPerBatch })
 			row.NsPerFrame = median(runs[i], func(b BatchRow) float64 { return b.NsPerFrame })
 			row.NoBuffersPerS = median(runs[i], func(b BatchRow) float64 { return b.NoBuffersPerS })
+			row.PPSRange = spread(runs[i], func(b BatchRow) float64 { return b.PPS })
+			row.NsRange = spread(runs[i], func(b BatchRow) float64 { return b.NsPerFrame })
 			for _, run := range runs[i] {
 				for size, n := range run.Batches {
 					if row.Batches == nil {
@@ -185,7 +187,9 @@ func Run(o Options) (*Results, error) {
 		for i, thr := range o.Thresholds {
 			r.Seed000 = append(r.Seed000, ThresholdRow{Threshold: thr,
 				PPS:        median(runs[i], func(t ThresholdRow) float64 { return t.PPS }),
-				NsPerFrame: median(runs[i], func(t ThresholdRow) float64 { return t.NsPerFrame })})
+				NsPerFrame: median(runs[i], func(t ThresholdRow) float64 { return t.NsPerFrame }),
+				PPSRange:   spread(runs[i], func(t ThresholdRow) float64 { return t.PPS }),
+				NsRange:    spread(runs[i], func(t ThresholdRow) float64 { return t.NsPerFrame })})
 		}
 		printSeed000(o, r.Seed000)
 	}
@@ -310,6 +314,7 @@ func medianLatency(w int, rows []LatencyRow) LatencyRow {
 	m.MaxMs = median(rows, func(r LatencyRow) float64 { return r.MaxMs })
 	m.P99Ms = median(rows, func(r LatencyRow) float64 { return r.P99Ms })
 	m.TxPPS = median(rows, func(r LatencyRow) float64 { return r.TxPPS })
+	m.AvgMsRange = spread(rows, func(r LatencyRow) float64 { return r.AvgMs })
 	for _, r := range rows {
 		m.Samples += r.Samples
 		m.Lost += r.Lost

@@ -20,14 +20,14 @@ import (
 var benchCases = []struct {
 	name     string
 	afPacket bool
-	io       string
+	io       virtionet.IOMode
 	feat     uint64
 }{
-	{"tap/offloads=on", false, "", 0},
-	{"tap/offloads=off", false, "", rxFeatures | virtionet.FeatMrgRxBuf},
+	{"tap/offloads=on", false, virtionet.IOWritev, 0},
+	{"tap/offloads=off", false, virtionet.IOWritev, rxFeatures | virtionet.FeatMrgRxBuf},
 	{"tap+uring/offloads=on", false, virtionet.IOUring, 0},
 	{"tap+uring/offloads=off", false, virtionet.IOUring, rxFeatures | virtionet.FeatMrgRxBuf},
-	{"af_packet", true, "", rxFeatures | virtionet.FeatMrgRxBuf},
+	{"af_packet", true, virtionet.IOWritev, rxFeatures | virtionet.FeatMrgRxBuf},
 }
 
 // waitFrames waits until counter() has grown by n, or 30 s.

@@ -22,7 +22,10 @@ type DevMechRow struct {
 
 // devMechanisms are the device's ways of moving frames on a tap: the
 // Config.IO of each.
-var devMechanisms = []struct{ name, io string }{
+var devMechanisms = []struct {
+	name string
+	io   virtionet.IOMode
+}{
 	{"tap, 1 per syscall", virtionet.IOWritev},
 	{"tap + io_uring", virtionet.IOUring},
 }

@@ -25,6 +25,34 @@ type LatencyRow struct {
 	TxPPS   float64 `json:"tx_pps"`
 	Samples int     `json:"samples"`
 	Lost    int     `json:"lost"`
+	// AvgMsRange is the lowest and highest run's AvgMs.
+	AvgMsRange Spread `json:"avg_ms_range"`
+}
+
+// Spread is the lowest and the highest value of a cell's runs. Where two
+// cells' spreads overlap, those runs cannot tell the cells apart.
+type Spread struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// Known reports whether the spread was measured (a row made by hand, or
+// from an older JSON file, has none).
+func (s Spread) Known() bool { return s.Max > 0 }
+
+// Overlaps reports whether s and o share a value.
+func (s Spread) Overlaps(o Spread) bool { return s.Min <= o.Max && o.Min <= s.Max }
+
+// spread is the lowest and highest f over rows.
+func spread[T any](rows []T, f func(T) float64) Spread {
+	if len(rows) == 0 {
+		return Spread{}
+	}
+	s := Spread{Min: f(rows[0]), Max: f(rows[0])}
+	for _, r := range rows[1:] {
+		s.Min, s.Max = min(s.Min, f(r)), max(s.Max, f(r))
+	}
+	return s
 }
 
 // BatchRow is one row of experiment 004's table: rx frames/s at an rx batch.
@@ -41,6 +69,9 @@ type BatchRow struct {
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
 	// NoBuffersPerS is how often per second the guest's rx ring ran dry.
 	NoBuffersPerS float64 `json:"rx_ring_empty_per_s"`
+	// PPSRange and NsRange are the lowest and highest run's.
+	PPSRange Spread `json:"rx_pps_range"`
+	NsRange  Spread `json:"worker_cpu_ns_per_frame_range"`
 }
 
 // ThresholdRow is one row of experiment 000's table: tx frames/s at a notify
@@ -49,6 +80,9 @@ type ThresholdRow struct {
 	Threshold  int     `json:"notify_threshold"`
 	PPS        float64 `json:"tx_pps"`
 	NsPerFrame float64 `json:"worker_cpu_ns_per_frame"`
+	// PPSRange and NsRange are the lowest and highest run's.
+	PPSRange Spread `json:"tx_pps_range"`
+	NsRange  Spread `json:"worker_cpu_ns_per_frame_range"`
 }
 
 // PollRow is one row of the tx poll table: a 64-byte tx flood at one
@@ -65,7 +99,7 @@ type PollRow struct {
 func pollRun(us int, d time.Duration) (PollRow, error) {
 	tun := virtionet.DefaultTuning()
 	tun.PollUs = us
-	m, err := txRate("", tun, 0, otherMAC, 64, d)
+	m, err := txRate(virtionet.IOWritev, tun, 0, otherMAC, 64, d)
 	row := PollRow{PollUs: us, PPS: m.pps, NsPerFrame: m.nsPerFrame}
 	if m.queue.Frames > 0 {
 		row.KicksPerFrame = float64(m.queue.Kicks) / float64(m.queue.Frames)
@@ -167,7 +201,7 @@ func seed004(backend string, batch int, mergeable bool, d time.Duration) (BatchR
 	if mergeable {
 		feat |= virtionet.FeatMrgRxBuf
 	}
-	m, err := rxRate(backend == "af_packet", "", tun, feat, 64, d)
+	m, err := rxRate(backend == "af_packet", virtionet.IOWritev, tun, feat, 64, d)
 	if err != nil {
 		return row, err
 	}
@@ -201,7 +235,7 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 	for k, v := range s0.Queues[qi].Batches {
 		q.Batches[k] -= v
 	}
-	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q, io: s1.IO,
+	r := rate{pps: float64(q.Frames) / elapsed.Seconds(), queue: q, io: string(s1.IO),
 		noBuffersPerS: float64(q.NoBuffers-s0.Queues[qi].NoBuffers) / elapsed.Seconds()}
 	if q.Frames > 0 {
 		r.nsPerFrame = float64(s1.WorkerCPUNs-s0.WorkerCPUNs) / float64(q.Frames)
@@ -211,7 +245,7 @@ func measure(dev *virtionet.Device, qi int, d time.Duration) rate {
 
 // rxRate floods the guest from the host side for d and measures what the
 // guest received, with the device's Config.IO.
-func rxRate(afPacket bool, io string, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
+func rxRate(afPacket bool, io virtionet.IOMode, tun virtionet.Tuning, feat uint64, frameLen int, d time.Duration) (rate, error) {
 	env, err := newEnvIO(afPacket, io, tun, feat)
 	if err != nil {
 		return rate{}, err
@@ -256,14 +290,14 @@ func seed000(thr int, d time.Duration) (ThresholdRow, error) {
 	row := ThresholdRow{Threshold: thr}
 	tun := virtionet.DefaultTuning()
 	tun.NotifyThreshold = thr
-	m, err := txRate("", tun, 0, otherMAC, 64, d)
+	m, err := txRate(virtionet.IOWritev, tun, 0, otherMAC, 64, d)
 	row.PPS, row.NsPerFrame = m.pps, m.nsPerFrame
 	return row, err
 }
 
 // txRate has the guest flood frameLen-byte UDP frames to dst for d and
 // measures what the device wrote to the tap, with the device's Config.IO.
-func txRate(io string, tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
+func txRate(io virtionet.IOMode, tun virtionet.Tuning, feat uint64, dst []byte, frameLen int, d time.Duration) (rate, error) {
 	env, err := newEnvIO(false, io, tun, feat)
 	if err != nil {
 		return rate{}, err

@@ -49,7 +49,7 @@ func TestExperimentsMeasure(t *testing.T) {
 			t.Errorf("seed 000 row %+v", row)
 		}
 	}
-	pps, err := txRate("", virtionet.DefaultTuning(), 0, nil, 64, 300*time.Millisecond)
+	pps, err := txRate(virtionet.IOWritev, virtionet.DefaultTuning(), 0, nil, 64, 300*time.Millisecond)
 	t.Logf("tx to host socket: %.0f frames/s, %.0f worker ns/frame (%v)", pps.pps, pps.nsPerFrame, err)
 	if err != nil || pps.pps <= 0 || pps.nsPerFrame <= 0 {
 		t.Errorf("tx rate %+v, %v", pps, err)
@@ -88,7 +88,7 @@ func TestDeviceMechanismsMeasure(t *testing.T) {
 			if m == 0 && row.FramesPerSyscall > 1.01 {
 				t.Errorf("%s: %.2f frames per system call without io_uring", dir, row.FramesPerSyscall)
 			}
-			if m == 1 && dir == "tx" && row.IO == virtionet.IOUring && row.FramesPerSyscall < 1.5 {
+			if m == 1 && dir == "tx" && row.IO == string(virtionet.IOUring) && row.FramesPerSyscall < 1.5 {
 				t.Errorf("tx io_uring moved only %.2f frames per system call", row.FramesPerSyscall)
 			}
 		}

@@ -23,7 +23,7 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Runs, "runs", 3, "runs per cell, interleaved across rows; each cell is their median")
 	fs.StringVar(&o.Only, "only", "", "run one table: 002 (weight vs latency), 004 (rx batch), 000 (notify threshold), poll (tx poll mode), backend or mq (1 vs 2 queue pairs)")
 	fs.StringVar(&o.JSON, "json", "bench-device.json", "write the results as JSON here (empty: don't)")
-	fs.StringVar(&o.Plot, "plot", "bench-device.png", "draw the results into this PNG (empty: don't)")
+	fs.StringVar(&o.Plot, "plot", "bench-device.svg", "draw the results into this SVG file (empty: don't)")
 	weights := fs.String("weights", "0,64,128,256,512,1024,2048,4096", "seed 002 tx packet weights (0: unlimited)")
 	thresholds := fs.String("thresholds", "1-64", "seed 000 notify thresholds: a list, ranges allowed (1-8,16)")
 	fs.DurationVar(&o.LatencyRun, "latency-time", time.Second, "seed 002 time per run")
@@ -31,7 +31,7 @@ func MainDevice(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.ThresholdRun, "threshold-time", 200*time.Millisecond, "seed 000 time per run")
 	fs.DurationVar(&o.BackendRun, "backend-time", 500*time.Millisecond, "backend mechanism time per run")
 	fs.DurationVar(&o.MQRun, "mq-time", time.Second, "multiqueue time per run")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench device", "Usage: tinyvmm bench device [flags]\n\nFlags:", args, stdout); help || err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench device", "Usage: tinyvmm bench device [flags]", args, stdout); help || err != nil {
 		return err
 	}
 	if o.Runs < 1 {

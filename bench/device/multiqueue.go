@@ -54,7 +54,7 @@ func newMQEnv(pairs int) (*mqEnv, error) {
 	if err == nil {
 		err = ns.Do(func() error {
 			var err error
-			e.dev, err = virtionet.New(virtionet.Config{Ifname: "tap0", Queues: pairs, Tuning: virtionet.DefaultTuning()})
+			e.dev, err = openDevice(virtionet.Config{Ifname: "tap0", Queues: pairs, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning()})
 			return err
 		})
 	}

@@ -1,6 +1,10 @@
 package device
 
-import "tinyvmm/internal/plotfmt"
+import (
+	"fmt"
+
+	"tinyvmm/internal/plotfmt"
+)
 
 // Plots returns a chart of each of the three seed tables that r holds, in
 // the order 002, 004, 000 (the tour draws them one by one).
@@ -14,13 +18,13 @@ func Plots(r *Results) []*plotfmt.Chart {
 	return cs
 }
 
-// plotResults draws the three tables side by side into a PNG.
+// plotResults draws the three tables side by side into an SVG file.
 func plotResults(r *Results, path string) error {
 	row := Plots(r)
 	if len(row) == 0 {
 		return nil
 	}
-	return plotfmt.SavePNG(path, 500, 420, row...)
+	return plotfmt.SaveSVG(path, 500, 420, row...)
 }
 
 func plotSeed002(r *Results) *plotfmt.Chart {
@@ -31,10 +35,19 @@ func plotSeed002(r *Results) *plotfmt.Chart {
 	avg, p99 := plotfmt.Series{Name: "avg"}, plotfmt.Series{Name: "p99"}
 	for _, row := range r.Seed002 {
 		avg.Y, p99.Y = append(avg.Y, row.AvgMs), append(p99.Y, row.P99Ms)
-		c.Categories = append(c.Categories, weightName(row.Weight))
+		c.Categories = append(c.Categories, plotWeightName(row.Weight))
 	}
 	c.Lines = []plotfmt.Series{avg, p99}
 	return c
+}
+
+// plotWeightName names a weight on the chart's axis as the tour's table
+// does: "none" for no packet weight (the seed patch's "Origin").
+func plotWeightName(w int) string {
+	if w == 0 {
+		return "none"
+	}
+	return fmt.Sprint(w)
 }
 
 func plotSeed004(r *Results) *plotfmt.Chart {

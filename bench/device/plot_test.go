@@ -21,7 +21,7 @@ func TestPlotCharts(t *testing.T) {
 	if c := plotSeed000(r); c == nil || len(c.Lines) != 1 || c.Lines[0].X[1] != 8 || c.Lines[0].Y[1] != 1.1e6 {
 		t.Fatalf("seed 000 chart %+v, want the threshold line", c)
 	}
-	if err := plotResults(r, filepath.Join(t.TempDir(), "d.png")); err != nil {
+	if err := plotResults(r, filepath.Join(t.TempDir(), "d.svg")); err != nil {
 		t.Fatal(err)
 	}
 }

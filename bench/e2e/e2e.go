@@ -1,4 +1,4 @@
-// Package e2e is the end-to-end benchmark, `tinyvmm bench e2e`: the bench
+// Package e2e is the end-to-end benchmark, `tinyvmm-lab bench e2e`: the bench
 // guest under tinyvmm, the no-VM ceiling and QEMU (README.md here).
 package e2e
 
@@ -21,7 +21,7 @@ import (
 	"tinyvmm/kvm"
 )
 
-// Options configure `tinyvmm bench e2e`.
+// Options configure `tinyvmm-lab bench e2e`.
 type Options struct {
 	OutDir  string // JSON and plots go here
 	Runs    int    // runs per cell, interleaved between systems (at least 3)
@@ -250,6 +250,9 @@ func RunE2E(o Options) (*Report, error) {
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
 	defer r.cleanup()
+	if self, err := os.Executable(); err == nil {
+		r.lxHelper = self // the guest's side of the linux cells: bench e2e lxguest
+	}
 	if o.Pin {
 		p, err := newPinning()
 		if err == nil {

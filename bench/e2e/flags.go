@@ -10,7 +10,7 @@ import (
 	"tinyvmm/internal/intlist"
 )
 
-// MainE2E parses the flags of `tinyvmm bench e2e` and runs it; cli_bench.go
+// MainE2E parses the flags of `tinyvmm-lab bench e2e` and runs it; the lab command
 // calls it with the arguments after "bench e2e". The table goes to stdout,
 // --help too; a bad flag is a one-line cliflag.UsageError, returned before
 // anything runs.
@@ -46,7 +46,7 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	polls := fs.String("polls", intlist.Format(o.Polls), "tx poll sweep: tinyvmm --poll-us values for a 64 B tx flood (0 = off; empty: none)")
 	only := fs.String("only", "", "run only these cells, comma-separated keys as in e2e.json (like rx64,ping_idle; empty: all)")
 	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench e2e", "Usage: tinyvmm bench e2e [flags]\n\nFlags:", args, stdout); help || err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench e2e", "Usage: tinyvmm-lab bench e2e [flags]", args, stdout); help || err != nil {
 		return err
 	}
 	if o.Runs < 1 || o.Secs < 1 {

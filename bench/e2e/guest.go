@@ -107,7 +107,8 @@ func (c GuestConfig) tinyvmmNet() (net string, extra []string) {
 // starts without firmware) an IRQ 0 would stay pending for the whole run:
 // KVM keeps an interrupt window open for it, and in the nested L1 that
 // pending-interrupt path of TCG's emulated SVM is where L1 froze (see
-// bench/e2e/README.md). Without it both VMMs' guests have no interrupt source.
+// test/nested/README.md and bench/HISTORY.md). Without it both VMMs' guests
+// have no interrupt source.
 const DefaultQEMUMachine = "q35,pit=off"
 
 // GuestRun is one run of the bench guest as its serial output told it.

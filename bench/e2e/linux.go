@@ -24,8 +24,8 @@ import (
 // vmlinux, booted through its PVH entry by both VMMs) with its own
 // virtio-net driver, as a user runs it, under tinyvmm, QEMU+vhost and
 // QEMU alike: one vCPU, 256 MiB, the same initramfs (the default one with
-// iperf3 and its libraries added, and tinyvmm itself as the guest's
-// helper, lxguest.go), the same kernel command line, the same pinning.
+// iperf3 and its libraries added, and the lab command itself as the
+// guest's helper, lxguest.go), the same kernel command line, the same pinning.
 // Each run boots the guest once and measures, in this order:
 //
 //	tcp_rx  TCP stream host->guest   iperf3 -c GUEST
@@ -71,7 +71,7 @@ func lxHere() string {
 
 // lxInitramfs writes dir/lx.cpio: base (the default guest's initramfs)
 // followed by a second archive (the kernel unpacks one after the other)
-// with iperf3, the libraries it needs, and helper (the tinyvmm binary, for
+// with iperf3, the libraries it needs, and helper (the lab command, for
 // `bench e2e lxguest`) as /bin/tvlx.
 func lxInitramfs(dir, base, helper string) (string, error) {
 	iperf, err := exec.LookPath("iperf3")
@@ -399,7 +399,11 @@ func (r *runner) lxPrepare() {
 		}
 		r.lxDir = dir
 		guestDir := filepath.Dir(r.cfg.ELF)
-		initrd, err := lxInitramfs(dir, filepath.Join(guestDir, "initramfs.cpio"), r.cfg.Tinyvmm)
+		if r.lxHelper == "" {
+			r.lxErr = errors.New("no program to run the Linux guest's side (bench e2e lxguest)")
+			return
+		}
+		initrd, err := lxInitramfs(dir, filepath.Join(guestDir, "initramfs.cpio"), r.lxHelper)
 		if err != nil {
 			r.lxErr = err
 			return

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The guest side of the Linux-guest cells (linux.go): `tinyvmm bench e2e
+// The guest side of the Linux-guest cells (linux.go): `tinyvmm-lab bench e2e
 // lxguest`, the guest's command. It starts iperf3's server, answers the
 // request/response client (rrServe) and serves a control port where the
 // harness reads the driver's counters and ends the run; the console gets

@@ -17,12 +17,11 @@ import (
 // may wake the harness's sink or sender, or a VMM's own thread, on the
 // CPU where the vCPU runs its guest, and each such wakeup is an
 // interrupt there: an exit of the guest that neither VMM's device caused
-// (2-CPU nested L1, 64 B tx: 1,481 function-call interrupts per 2 s on
-// the vCPU's CPU under tinyvmm, whose own threads woke 351 times).
-// Both VMMs get the same placement. The ceiling's tap loop runs with the
-// rest, where a VMM's device does: on the vCPU's CPU, or free to go there,
-// its every write woke the sink on the other CPU with an interrupt (tx 64 B
-// 17-19k pps against 108k).
+// (in a 2-CPU nested L1 they were most of the function-call interrupts on
+// the vCPU's CPU). Both VMMs get the same placement. The ceiling's tap
+// loop runs with the rest, where a VMM's device does: on the vCPU's CPU,
+// or free to go there, its every write woke the sink on the other CPU with
+// an interrupt, which cut its rate several times over.
 type pinning struct {
 	vcpu, rest unix.CPUSet
 	vcpuCPU    int

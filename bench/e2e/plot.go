@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"tinyvmm/bench/labplot"
 	"tinyvmm/internal/plotfmt"
 )
 
@@ -37,7 +38,7 @@ func (r *Report) plotThroughput(file string) error {
 		}
 		c.Bars = append(c.Bars, bars)
 	}
-	return plotfmt.SavePNG(file, 680, 420, c)
+	return labplot.SavePNG(file, 680, 420, c)
 }
 
 // sweepLines adds one line per system over the sweep's x values (log
@@ -81,7 +82,7 @@ func (r *Report) plotKicks(file string) error {
 	if !r.sweepLines(c, "kick", "", []System{SysTinyvmm, SysQEMUVhost, SysQEMU}) {
 		c.Title += " (no data)"
 	}
-	return plotfmt.SavePNG(file, 600, 380, c)
+	return labplot.SavePNG(file, 600, 380, c)
 }
 
 func (r *Report) plotWeights(file string) error {
@@ -94,5 +95,5 @@ func (r *Report) plotWeights(file string) error {
 	if !drawn {
 		c.Title += " (no data: " + r.Systems[SysTinyvmm].Skip + ")"
 	}
-	return plotfmt.SavePNG(file, 600, 380, c)
+	return labplot.SavePNG(file, 600, 380, c)
 }

@@ -47,6 +47,9 @@ type runner struct {
 	cpuprofile string
 	// pin, with --pin, gives each run's vCPU a CPU of its own (pin.go).
 	pin *pinning
+	// lxHelper is the program that runs `bench e2e lxguest` in the Linux
+	// guest: this lab command itself.
+	lxHelper string
 	// The Linux guest (linux.go), made once by lxPrepare in lxDir.
 	lxOnce sync.Once
 	lx     *lxGuest

@@ -1,4 +1,4 @@
-// Package share is `tinyvmm bench share`: read throughput of a file on a
+// Package share is `tinyvmm-lab bench share`: read throughput of a file on a
 // --share (virtio-9p) in the guest against the same read on the host.
 //
 // The same two readers run on both sides: `cat FILE` with its output
@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
 )
 
@@ -45,7 +46,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	read := fs.String("read", "", "measure reading `FILE` here and print one JSON line (what runs inside the guest)")
 	dir := fs.String("dir", "", "scratch `DIR` for the file (default: a new directory in $TMPDIR)")
 	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
-	if err := cliflag.Parse(fs, "bench share", args); err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench share", "Usage: tinyvmm bench share [flags]   read throughput of a --share file in the guest vs the same read on the host\n\nFlags:", args, stdout); help || err != nil {
 		return err
 	}
 	if *size < 1 || *runs < 1 {
@@ -71,11 +72,17 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	if err := writeFile(file, *size<<20); err != nil {
 		return err
 	}
+	// tinyvmm boots the guest; a copy of this command, in the share, is
+	// the guest's reader.
+	vmm, err := tinyvmmbin.Path()
+	if err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	if err := copyFile(self, filepath.Join(work, "tinyvmm")); err != nil {
+	if err := copyFile(self, filepath.Join(work, filepath.Base(self))); err != nil {
 		return err
 	}
 	host, err := measure(file, *runs, "host")
@@ -83,8 +90,8 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	runArgs := append([]string{"run", "--share", work}, strings.Fields(*extra)...)
-	runArgs = append(runArgs, "--", "./tinyvmm", "bench", "share", "--read", "data", "--runs", fmt.Sprint(*runs))
-	cmd := exec.Command(self, runArgs...)
+	runArgs = append(runArgs, "--", "./"+filepath.Base(self), "bench", "share", "--read", "data", "--runs", fmt.Sprint(*runs))
+	cmd := exec.Command(vmm, runArgs...)
 	cmd.Dir, cmd.Stderr = work, stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,22 @@ func TestReadSide(t *testing.T) {
 	}
 	if err := MainShare([]string{"--runs", "0"}, &out, &out); err == nil {
 		t.Fatal("--runs 0 accepted")
+	}
+}
+
+// -h and --help print the usage and the flags to stdout and are no error
+// (the CLI exits 0), as for the other benchmarks.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		var out, errOut bytes.Buffer
+		if err := MainShare([]string{arg}, &out, &errOut); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		if s := out.String(); !strings.HasPrefix(s, "Usage: tinyvmm bench share") || !strings.Contains(s, "-runs") {
+			t.Errorf("%s: stdout %q, want the usage and the flags", arg, s)
+		}
+		if errOut.Len() != 0 {
+			t.Errorf("%s: stderr %q", arg, errOut.String())
+		}
 	}
 }

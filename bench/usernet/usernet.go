@@ -1,4 +1,4 @@
-// Package usernetbench is `tinyvmm bench usernet`: guest-to-host TCP throughput
+// Package usernetbench is `tinyvmm-lab bench usernet`: guest-to-host TCP throughput
 // over --net user (usernet's gVisor gateway).
 //
 // The guest sends SIZE MiB of zeros with busybox (`dd | nc 10.0.2.2
@@ -16,12 +16,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"time"
 
+	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/internal/scratchns"
 	"tinyvmm/userproc"
@@ -48,7 +48,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	runs := fs.Int("runs", 3, "transfers in the guest's one boot (the median is reported)")
 	netSpec := fs.String("net", "user", "the --net of the guest (e.g. user,mtu=9000)")
 	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
-	if err := cliflag.Parse(fs, "bench usernet", args); err != nil {
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm bench usernet [flags]   guest->host TCP throughput over --net user vs the host's loopback\n\nFlags:", args, stdout); help || err != nil {
 		return err
 	}
 	if *size < 1 || *runs < 1 {
@@ -81,13 +81,13 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	got := make(chan []Transfer, 1)
 	go func() { got <- receive(ln, *runs) }()
 
-	self, err := os.Executable()
+	vmm, err := tinyvmmbin.Path()
 	if err != nil {
 		return err
 	}
 	runArgs := append([]string{"run", "--net", *netSpec, "--timeout", "20m"}, strings.Fields(*extra)...)
 	runArgs = append(runArgs, "--", "sh", "-c", GuestScript(*size, *runs, port))
-	cmd := exec.Command(self, runArgs...)
+	cmd := exec.Command(vmm, runArgs...)
 	var console strings.Builder
 	cmd.Stdout, cmd.Stderr = &console, stderr
 	if err := ns.Do(cmd.Start); err != nil {

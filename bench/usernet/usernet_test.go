@@ -70,3 +70,20 @@ func TestMedian(t *testing.T) {
 		t.Errorf("rates %q", r)
 	}
 }
+
+// -h and --help print the usage and the flags to stdout and are no error
+// (the CLI exits 0), as for the other benchmarks.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		var out, errOut bytes.Buffer
+		if err := MainUsernet([]string{arg}, &out, &errOut); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		if s := out.String(); !strings.HasPrefix(s, "Usage: tinyvmm bench usernet") || !strings.Contains(s, "-runs") {
+			t.Errorf("%s: stdout %q, want the usage and the flags", arg, s)
+		}
+		if errOut.Len() != 0 {
+			t.Errorf("%s: stderr %q", arg, errOut.String())
+		}
+	}
+}

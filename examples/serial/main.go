@@ -139,8 +139,14 @@ func run(console io.Writer) (int, error) {
 	if err := pio.Register(devices.COM1Port, devices.SerialPorts, devices.NewSerial(nil, console)); err != nil {
 		return 0, err
 	}
-	stop := devices.NewStopOnce()
-	if err := pio.Register(devices.ExitPort, 1, devices.NewExitDevice(stop.Stop)); err != nil {
+	exited := make(chan int, 1) // the first status the guest wrote
+	exit := devices.NewExitDevice(func(status int) {
+		select {
+		case exited <- status:
+		default:
+		}
+	})
+	if err := pio.Register(devices.ExitPort, 1, exit); err != nil {
 		return 0, err
 	}
 
@@ -170,11 +176,10 @@ func run(console io.Writer) (int, error) {
 			ins++
 		}
 		select {
-		case <-stop.Done():
-			s := stop.Get()
+		case status := <-exited:
 			fmt.Fprintf(console, "guest wrote %d to the exit port %#x after %d KVM_EXIT_IO exits (%d IN from the LSR, %d OUT)\n",
-				s.Status, devices.ExitPort, ins+outs, ins, outs)
-			return s.Status, nil
+				status, devices.ExitPort, ins+outs, ins, outs)
+			return status, nil
 		default:
 		}
 	}

@@ -1,6 +1,6 @@
 // Command virtqueue is stage 5 of GUIDE.md: a virtio driver and tinyvmm's
 // virtio-net device exchanging one frame each way over split virtqueues,
-// with no VM at all. The driver is devices/virtiotest, written in Go; it
+// with no VM at all. The driver is virtio/virtiotest, written in Go; it
 // plays the guest over a byte slice that stands for guest memory. The
 // device is the real one (virtionet), with its worker thread; its backend
 // is a socketpair whose other end plays the host.
@@ -19,9 +19,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/ethframe"
 	"tinyvmm/internal/syncbuf"
+	"tinyvmm/netbackend"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 )
 
@@ -53,15 +54,15 @@ func main() {
 func run(out io.Writer) error {
 	// The backend: a SOCK_SEQPACKET socketpair, one frame per message
 	// and per writev or readv, like a tap. sp.Peer is the host's end.
-	sp, err := virtionet.NewSocketPair()
+	sp, err := netbackend.NewSocketPair()
 	if err != nil {
 		return err
 	}
 	sp.SingleFrame = true
 	defer unix.Close(sp.Peer)
 	var trace syncbuf.Buffer
-	dev, err := virtionet.NewWithBackend(virtionet.Config{
-		Ifname: "example", MAC: guestMAC, Tuning: virtionet.DefaultTuning(), Trace: &trace,
+	dev, err := virtionet.New(virtionet.Config{
+		Ifname: "example", MAC: guestMAC, IO: virtionet.IOWritev, Tuning: virtionet.DefaultTuning(), Trace: &trace,
 	}, sp)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ func runCommand(argv []string, env []string) int {
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 	})
 	if err != nil {
-		warn(fmt.Errorf("cannot run %q: %w", argv[0], err))
+		warn(fmt.Errorf("cannot run %q: %w", argv[0], explainStartError(path, err)))
 		return statusCannotExecute
 	}
 	pid := proc.Pid

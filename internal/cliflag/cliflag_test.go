@@ -62,3 +62,21 @@ func TestParseFlagsOnly(t *testing.T) {
 		t.Errorf("good flags: help=%v err=%v", help, err)
 	}
 }
+
+func TestNearest(t *testing.T) {
+	flags := []string{"kernel", "initrd", "append", "mem", "cpus", "net", "share", "timeout", "trace", "tx-weight-pkts", "rx-weight-pkts"}
+	for _, tc := range []struct{ typed, want string }{
+		{"m", "mem"},         // QEMU's -m: the only flag it begins
+		{"kernal", "kernel"}, // a typo
+		{"netdev", "net"},    // QEMU's spelling begins with ours
+		{"tx-weight", "tx-weight-pkts"},
+		{"cpu", "cpus"},
+		{"t", ""},           // timeout and trace both begin with t
+		{"weight-pkts", ""}, // tx- and rx- are equally near
+		{"zzzzzz", ""},
+	} {
+		if got := Nearest(tc.typed, flags); got != tc.want {
+			t.Errorf("Nearest(%q) = %q, want %q", tc.typed, got, tc.want)
+		}
+	}
+}

@@ -1,30 +1,27 @@
-// Package plotfmt draws the benchmarks' charts into PNG files: bar charts
-// (grouped or stacked over named categories) and line charts (over
-// categories or a linear or log x axis), with the y axis in thousands
-// ("500k" rather than "500000") and the legend beside the data instead of
-// over it.
+// Package plotfmt describes the benchmarks' charts (bar charts, grouped or
+// stacked over named categories, and line charts over categories or a
+// linear or log x axis) and draws the product's few into SVG: the y axis in
+// thousands ("500k" rather than "500000") and the legend beside the data
+// instead of over it.
 //
-// It is small on purpose. The tinyvmm binary used gonum/plot, whose package
-// init parses twelve embedded TrueType fonts and builds LaTeX symbol tables
-// in every tinyvmm process, `run` included: 11-14 ms of a VM's start under
-// nested KVM. This package draws with the fixed 7x13 bitmap font, which
-// costs nothing until a chart is drawn.
+// The drawing is small on purpose. The tinyvmm binary draws the tour's and
+// bench device's charts; a plotting library would link fonts and parse them
+// at package init in every tinyvmm process, `run` included. SVG leaves the
+// text to the viewer, so this package needs no font at all. The lab command
+// draws its charts from the same description with gonum/plot
+// (bench/labplot).
 package plotfmt
 
 import (
 	"bytes"
+	"fmt"
+	"html"
 	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
 )
 
 // Short writes v with k for thousands and M for millions: 500000 is
@@ -110,44 +107,48 @@ var Palette = []color.RGBA{
 func colour(i int) color.RGBA { return Palette[i%len(Palette)] }
 
 var (
-	face  = basicfont.Face7x13
 	black = color.RGBA{A: 255}
 	grid  = color.RGBA{R: 230, G: 230, B: 230, A: 255}
 )
 
 const (
-	lineH  = 13 // the font's height
+	lineH  = 14 // a line of text: 12 px type and its leading
+	charW  = 7.3
 	pad    = 8
 	swatch = 14 // a legend entry's colour square
 )
 
-func textWidth(s string) int { return font.MeasureString(face, s).Ceil() }
+// textWidth is s's width at 12 px in the viewer's sans-serif, estimated
+// from its length (generous: most glyphs are narrower).
+func textWidth(s string) int { return int(math.Ceil(float64(len([]rune(s))) * charW)) }
 
-// text draws s with its top-left corner at (x, y).
-func text(img draw.Image, x, y int, s string, c color.Color) {
-	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: face, Dot: fixed.P(x, y+face.Ascent)}
-	d.DrawString(s)
+// svg collects a chart's elements.
+type svg struct{ b bytes.Buffer }
+
+func hex(c color.RGBA) string { return fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B) }
+
+// text places s with its top at y; anchor is start, middle or end.
+func (g *svg) text(x, y int, s, anchor string) {
+	fmt.Fprintf(&g.b, `<text x="%d" y="%d" text-anchor="%s">%s</text>`+"\n", x, y+lineH-3, anchor, html.EscapeString(s))
 }
 
-func fill(img draw.Image, r image.Rectangle, c color.Color) {
-	draw.Draw(img, r, image.NewUniform(c), image.Point{}, draw.Src)
-}
-
-// line draws a 2-pixel-wide line from a to b.
-func line(img draw.Image, a, b image.Point, c color.Color) {
-	dx, dy := b.X-a.X, b.Y-a.Y
-	n := max(abs(dx), abs(dy), 1)
-	for i := 0; i <= n; i++ {
-		x, y := a.X+dx*i/n, a.Y+dy*i/n
-		fill(img, image.Rect(x, y, x+2, y+2), c)
+func (g *svg) rect(r image.Rectangle, c color.RGBA) {
+	if r.Empty() {
+		return
 	}
+	fmt.Fprintf(&g.b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", r.Min.X, r.Min.Y, r.Dx(), r.Dy(), hex(c))
 }
 
-func abs(v int) int {
-	if v < 0 {
-		return -v
+func (g *svg) polyline(pts []image.Point, c color.RGBA) {
+	var ps []string
+	for _, p := range pts {
+		ps = append(ps, strconv.Itoa(p.X)+","+strconv.Itoa(p.Y))
 	}
-	return v
+	fmt.Fprintf(&g.b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(ps, " "), hex(c))
+}
+
+func (g *svg) dot(p image.Point, c color.RGBA) {
+	fmt.Fprintf(&g.b, `<circle cx="%d" cy="%d" r="3.5" fill="%s"/>`+"\n", p.X, p.Y, hex(c))
 }
 
 // wrap breaks s at spaces into lines at most w pixels wide (a word wider
@@ -259,35 +260,35 @@ func (c *Chart) xRange() (lo, hi float64, ok bool) {
 	return lo, hi, true
 }
 
-// Draw draws the chart into img within r.
-func (c *Chart) Draw(img draw.Image, r image.Rectangle) {
+// draw draws the chart into g within r.
+func (c *Chart) draw(g *svg, r image.Rectangle) {
 	l := c.Layout(r)
 	d := l.Data
 	for i, t := range wrap(c.Title, r.Dx()-2*pad) {
-		text(img, r.Min.X+max(pad, (r.Dx()-textWidth(t))/2), r.Min.Y+pad+i*lineH, t, black)
+		g.text(r.Min.X+r.Dx()/2, r.Min.Y+pad+i*lineH, t, "middle")
 	}
 	if c.YLabel != "" {
-		text(img, r.Min.X+pad, d.Min.Y-lineH-2-4, c.YLabel, black)
+		g.text(r.Min.X+pad, d.Min.Y-lineH-2-4, c.YLabel, "start")
 	}
 	if c.XLabel != "" {
-		text(img, d.Min.X+(d.Dx()-textWidth(c.XLabel))/2, d.Max.Y+4+lineH+2, c.XLabel, black)
+		g.text(d.Min.X+d.Dx()/2, d.Max.Y+4+lineH+2, c.XLabel, "middle")
 	}
 	ylo, yhi := c.yRange()
 	yAt := func(v float64) int { return d.Max.Y - int(math.Round((v-ylo)/(yhi-ylo)*float64(d.Dy()))) }
 	for _, t := range Ticks(ylo, yhi) {
 		y := yAt(t.Value)
-		fill(img, image.Rect(d.Min.X, y, d.Max.X, y+1), grid)
-		fill(img, image.Rect(d.Min.X-4, y, d.Min.X, y+1), black)
-		text(img, d.Min.X-6-textWidth(t.Label), y-lineH/2, t.Label, black)
+		g.rect(image.Rect(d.Min.X, y, d.Max.X, y+1), grid)
+		g.rect(image.Rect(d.Min.X-4, y, d.Min.X, y+1), black)
+		g.text(d.Min.X-6, y-lineH/2, t.Label, "end")
 	}
 	// Categories: equal slots across the x axis.
 	n := max(len(c.Categories), 1)
 	slot := float64(d.Dx()) / float64(n)
 	catX := func(i int) int { return d.Min.X + int(slot*(float64(i)+0.5)) }
 	for i, name := range c.Categories {
-		text(img, catX(i)-textWidth(name)/2, d.Max.Y+4, name, black)
+		g.text(catX(i), d.Max.Y+4, name, "middle")
 	}
-	c.drawBars(img, d, slot, catX, yAt)
+	c.drawBars(g, d, slot, catX, yAt)
 	xlo, xhi, numeric := c.xRange()
 	xAt := func(v float64) int {
 		f := (v - xlo) / (xhi - xlo)
@@ -309,43 +310,41 @@ func (c *Chart) Draw(img draw.Image, r image.Rectangle) {
 				continue
 			}
 			x := xAt(t.Value)
-			fill(img, image.Rect(x, d.Max.Y, x+1, d.Max.Y+4), black)
-			text(img, x-textWidth(t.Label)/2, d.Max.Y+4, t.Label, black)
+			g.rect(image.Rect(x, d.Max.Y, x+1, d.Max.Y+4), black)
+			g.text(x, d.Max.Y+4, t.Label, "middle")
 		}
 	}
 	for i, s := range c.Lines {
 		col := colour(len(c.Bars) + i)
-		var prev image.Point
+		var pts []image.Point
 		for j, v := range s.Y {
-			var p image.Point
 			switch {
 			case s.X != nil && j < len(s.X):
-				p = image.Pt(xAt(s.X[j]), yAt(v))
+				pts = append(pts, image.Pt(xAt(s.X[j]), yAt(v)))
 			case s.X == nil:
-				p = image.Pt(catX(j), yAt(v))
-			default:
-				continue
+				pts = append(pts, image.Pt(catX(j), yAt(v)))
 			}
-			if j > 0 {
-				line(img, prev, p, col)
-			}
-			fill(img, image.Rect(p.X-3, p.Y-3, p.X+4, p.Y+4), col)
-			prev = p
+		}
+		if len(pts) > 1 {
+			g.polyline(pts, col)
+		}
+		for _, p := range pts {
+			g.dot(p, col)
 		}
 	}
 	// The axes, over the data's edges.
-	fill(img, image.Rect(d.Min.X-1, d.Min.Y, d.Min.X, d.Max.Y+1), black)
-	fill(img, image.Rect(d.Min.X-1, d.Max.Y, d.Max.X, d.Max.Y+1), black)
+	g.rect(image.Rect(d.Min.X-1, d.Min.Y, d.Min.X, d.Max.Y+1), black)
+	g.rect(image.Rect(d.Min.X-1, d.Max.Y, d.Max.X, d.Max.Y+1), black)
 	for i, s := range c.entries() {
 		y := l.Legend.Min.Y + i*(lineH+6)
-		fill(img, image.Rect(l.Legend.Min.X, y, l.Legend.Min.X+swatch, y+swatch-2), colour(i))
-		text(img, l.Legend.Min.X+swatch+4, y, s.Name, black)
+		g.rect(image.Rect(l.Legend.Min.X, y, l.Legend.Min.X+swatch, y+swatch-2), colour(i))
+		g.text(l.Legend.Min.X+swatch+4, y-1, s.Name, "start")
 	}
 }
 
 // drawBars draws each category's bars side by side in 80% of its slot,
 // or stacked in a third of it.
-func (c *Chart) drawBars(img draw.Image, d image.Rectangle, slot float64, catX func(int) int, yAt func(float64) int) {
+func (c *Chart) drawBars(g *svg, d image.Rectangle, slot float64, catX func(int) int, yAt func(float64) int) {
 	if len(c.Bars) == 0 {
 		return
 	}
@@ -369,39 +368,34 @@ func (c *Chart) drawBars(img draw.Image, d image.Rectangle, slot float64, catX f
 				x0 = catX(i) - w*len(c.Bars)/2 + k*w
 			}
 			y0, y1 := yAt(max(lo, hi)), yAt(min(lo, hi))
-			fill(img, image.Rect(x0, y0, x0+w-1, y1), colour(k))
+			g.rect(image.Rect(x0, y0, x0+w-1, y1), colour(k))
 		}
 	}
 }
 
-// render draws the charts side by side, each w x h pixels.
-func render(w, h int, charts []*Chart) *image.RGBA {
-	img := image.NewRGBA(image.Rect(0, 0, w*max(len(charts), 1), h))
-	fill(img, img.Bounds(), color.White)
+// SVG draws the charts side by side, each w x h pixels, as one SVG
+// element (for a file, or inline in an HTML page). It scales with the
+// width it is given (viewBox); text is the viewer's sans-serif.
+func SVG(w, h int, charts ...*Chart) []byte {
+	var g svg
+	total := w * max(len(charts), 1)
+	fmt.Fprintf(&g.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		total, h, total, h)
+	var titles []string
+	for _, c := range charts {
+		titles = append(titles, c.Title)
+	}
+	fmt.Fprintf(&g.b, "<title>%s</title>\n", html.EscapeString(strings.Join(titles, "; ")))
+	g.rect(image.Rect(0, 0, total, h), color.RGBA{R: 255, G: 255, B: 255, A: 255})
 	for i, c := range charts {
-		c.Draw(img, image.Rect(i*w, 0, (i+1)*w, h))
+		c.draw(&g, image.Rect(i*w, 0, (i+1)*w, h))
 	}
-	return img
+	g.b.WriteString("</svg>\n")
+	return g.b.Bytes()
 }
 
-// PNG draws the charts side by side, each w x h pixels, and returns the
-// PNG's bytes (for a data: URI in a page).
-func PNG(w, h int, charts ...*Chart) ([]byte, error) {
-	var b bytes.Buffer
-	err := png.Encode(&b, render(w, h, charts))
-	return b.Bytes(), err
-}
-
-// SavePNG draws the charts side by side, each w x h pixels, into a PNG
+// SaveSVG draws the charts side by side, each w x h pixels, into an SVG
 // file at path.
-func SavePNG(path string, w, h int, charts ...*Chart) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, render(w, h, charts)); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+func SaveSVG(path string, w, h int, charts ...*Chart) error {
+	return os.WriteFile(path, SVG(w, h, charts...), 0o644)
 }

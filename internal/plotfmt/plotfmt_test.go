@@ -2,11 +2,11 @@ package plotfmt
 
 import (
 	"bytes"
+	"encoding/xml"
 	"image"
-	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -82,53 +82,82 @@ func TestLegendBesideData(t *testing.T) {
 	}
 }
 
-// SavePNG draws the charts side by side, each with its bars' colours.
-func TestSavePNG(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.png")
-	bars := &Chart{Title: "bars", Categories: []string{"a", "b"}, Bars: []Series{{Name: "one", Y: []float64{1, 2}}}}
+// svgElem is an SVG element as encoding/xml reads it, with its children.
+type svgElem struct {
+	XMLName xml.Name
+	Attrs   []xml.Attr `xml:",any,attr"`
+	Text    string     `xml:",chardata"`
+	Kids    []svgElem  `xml:",any"`
+}
+
+func (e svgElem) attr(name string) string {
+	for _, a := range e.Attrs {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func num(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return v
+}
+
+// SVG draws the charts side by side, each in its half, with its series'
+// colours, as well-formed SVG whose text is escaped.
+func TestSVG(t *testing.T) {
+	bars := &Chart{Title: "bars <&>", Categories: []string{"a", "b"}, Bars: []Series{{Name: "one", Y: []float64{1, 2}}}}
 	lines := &Chart{Title: "lines", LogX: true, XTicks: []float64{1, 10, 100},
 		Lines: []Series{{Name: "l", X: []float64{1, 10, 100}, Y: []float64{3, 2, 1}}}}
-	if err := SavePNG(path, 300, 200, bars, lines); err != nil {
-		t.Fatal(err)
+	raw := SVG(300, 200, bars, lines)
+	var root svgElem
+	if err := xml.Unmarshal(raw, &root); err != nil {
+		t.Fatalf("not well-formed: %v\n%s", err, raw)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
+	if root.XMLName.Local != "svg" || root.attr("width") != "600" || root.attr("height") != "200" || root.attr("viewBox") != "0 0 600 200" {
+		t.Fatalf("root %v %v, want a 600x200 svg", root.XMLName, root.Attrs)
 	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b := img.Bounds(); b.Dx() != 600 || b.Dy() != 200 {
-		t.Fatalf("image %v, want 600x200", b)
-	}
-	count := func(r image.Rectangle, c color.RGBA) int {
-		n := 0
-		for y := r.Min.Y; y < r.Max.Y; y++ {
-			for x := r.Min.X; x < r.Max.X; x++ {
-				if color.RGBAModel.Convert(img.At(x, y)) == c {
-					n++
+	colour := hex(Palette[0])
+	var barsLeft, barHeights []float64
+	var lineRight, texts int
+	for _, e := range root.Kids {
+		switch {
+		case e.XMLName.Local == "rect" && e.attr("fill") == colour && num(t, e.attr("height")) > 12:
+			barsLeft = append(barsLeft, num(t, e.attr("x")))
+			barHeights = append(barHeights, num(t, e.attr("height")))
+		case e.XMLName.Local == "polyline" && e.attr("stroke") == colour:
+			for _, p := range strings.Fields(e.attr("points")) {
+				if x := num(t, strings.Split(p, ",")[0]); x >= 300 {
+					lineRight++
 				}
 			}
+		case e.XMLName.Local == "text" && e.Text == "bars <&>":
+			texts++
 		}
-		return n
 	}
-	if n := count(image.Rect(0, 0, 300, 200), Palette[0]); n < 200 {
-		t.Errorf("the bar chart has %d pixels of its bars' colour", n)
+	if len(barsLeft) != 2 || barsLeft[0] >= 300 || barsLeft[1] >= 300 || barHeights[1] < 1.9*barHeights[0] || barHeights[1] > 2.1*barHeights[0] {
+		t.Errorf("bars at x %v, heights %v: want two in the left half, the second twice the first", barsLeft, barHeights)
 	}
-	if n := count(image.Rect(300, 0, 600, 200), Palette[0]); n < 50 {
-		t.Errorf("the line chart has %d pixels of its line's colour", n)
+	if lineRight != 3 {
+		t.Errorf("%d of the line's points in the right half, want 3", lineRight)
 	}
-	if err := SavePNG(filepath.Join(t.TempDir(), "no", "such", "dir.png"), 10, 10, bars); err == nil {
-		t.Error("SavePNG into a missing directory did not fail")
+	if texts != 1 {
+		t.Errorf("the title (with <&>) is in %d text elements, want 1", texts)
 	}
-	b, err := PNG(300, 200, bars)
-	if err != nil {
+	if err := SaveSVG(filepath.Join(t.TempDir(), "no", "such", "dir.svg"), 10, 10, bars); err == nil {
+		t.Error("SaveSVG into a missing directory did not fail")
+	}
+	file := filepath.Join(t.TempDir(), "c.svg")
+	if err := SaveSVG(file, 300, 200, bars, lines); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := png.DecodeConfig(bytes.NewReader(b)); err != nil || cfg.Width != 300 || cfg.Height != 200 {
-		t.Errorf("PNG: %+v %v, want a 300x200 PNG", cfg, err)
+	if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, raw) {
+		t.Errorf("SaveSVG wrote %d bytes (%v), not SVG's %d", len(b), err, len(raw))
 	}
 }
 

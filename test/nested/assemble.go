@@ -30,6 +30,9 @@ type Plan struct {
 	TestTimeout time.Duration
 	// Tinyvmm, when set, is a tinyvmm command line run in /repo after the tests.
 	Tinyvmm []string
+	// Lab runs the Tinyvmm command line with tinyvmm-lab (bench e2e,
+	// bench boot, ...) instead of tinyvmm.
+	Lab bool
 	// Commands are command lines run last, in /repo, one plan line each
 	// (words split on spaces; busybox applets through "busybox APPLET").
 	Commands []string
@@ -152,12 +155,30 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 				File{Dest: Repo + "/bin/tinyvmm-usernet", Link: Repo + "/tinyvmm-usernet"},
 				File{Dest: "/bin/tinyvmm-usernet", Link: Repo + "/tinyvmm-usernet"})
 		}
+		// The lab command (bench e2e, boot, share), beside tinyvmm, which
+		// its benchmarks run.
+		if _, err := os.Stat(filepath.Join(repo, "cmd", LabCommand)); err == nil {
+			out := filepath.Join(work, LabCommand)
+			logf("building %s", LabCommand)
+			if err := build("build", "-o", out, "./cmd/"+LabCommand); err != nil {
+				return nil, nil, err
+			}
+			files = append(files, File{Dest: Repo + "/" + LabCommand, Src: out, Mode: 0o755},
+				File{Dest: Repo + "/bin/" + LabCommand, Link: Repo + "/" + LabCommand},
+				File{Dest: "/bin/" + LabCommand, Link: Repo + "/" + LabCommand})
+		} else if p.Lab {
+			return nil, nil, fmt.Errorf("no cmd/%s in %s: the lab cannot be built", LabCommand, repo)
+		}
 	} else if len(p.Tinyvmm) > 0 {
 		return nil, nil, fmt.Errorf("no main.go in %s: tinyvmm cannot be built", repo)
 	}
 	if len(p.Tinyvmm) > 0 {
 		plan = append(plan, "cd "+Repo)
-		plan = append(plan, tinyvmmLines(p.Tinyvmm, p.Perf != "")...)
+		bin := "tinyvmm"
+		if p.Lab {
+			bin = LabCommand
+		}
+		plan = append(plan, tinyvmmLines(bin, p.Tinyvmm, p.Perf != "")...)
 	}
 	if len(p.Commands) > 0 {
 		plan = append(plan, "cd "+Repo)
@@ -253,10 +274,14 @@ func ToolFiles(tools []string, logf func(string, ...any)) ([]File, error) {
 	return files, nil
 }
 
-// tinyvmmLines are the plan's tinyvmm step: its command line, with perf
-// (Plan.Perf) under perf record and followed by the report.
-func tinyvmmLines(args []string, perf bool) []string {
-	line := Repo + "/tinyvmm " + strings.Join(args, " ")
+// LabCommand is the lab's command (cmd/tinyvmm-lab), put into L1 beside
+// tinyvmm.
+const LabCommand = "tinyvmm-lab"
+
+// tinyvmmLines are the plan's tinyvmm step: bin (tinyvmm or the lab) with
+// args, with perf (Plan.Perf) under perf record and followed by the report.
+func tinyvmmLines(bin string, args []string, perf bool) []string {
+	line := Repo + "/" + bin + " " + strings.Join(args, " ")
 	if !perf {
 		return []string{line}
 	}

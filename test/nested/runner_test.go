@@ -245,15 +245,54 @@ func TestFreezeSummary(t *testing.T) {
 // the step is the command line alone.
 func TestTinyvmmLinesUnderPerf(t *testing.T) {
 	args := []string{"bench", "e2e", "--runs", "3"}
-	if got := tinyvmmLines(args, false); !slices.Equal(got, []string{"/repo/tinyvmm bench e2e --runs 3"}) {
+	if got := tinyvmmLines("tinyvmm-lab", args, false); !slices.Equal(got, []string{"/repo/tinyvmm-lab bench e2e --runs 3"}) {
 		t.Errorf("without perf: %q", got)
 	}
-	got := tinyvmmLines(args, true)
-	if len(got) != 4 || !strings.HasPrefix(got[0], "/bin/perf record -a ") || !strings.HasSuffix(got[0], " -o "+PerfData+" /repo/tinyvmm bench e2e --runs 3") {
+	got := tinyvmmLines("tinyvmm-lab", args, true)
+	if len(got) != 4 || !strings.HasPrefix(got[0], "/bin/perf record -a ") || !strings.HasSuffix(got[0], " -o "+PerfData+" /repo/tinyvmm-lab bench e2e --runs 3") {
 		t.Fatalf("with perf, the first line %q: want the command under perf record", got[0])
 	}
 	if got[1] != "busybox echo NESTED-PERF-BEGIN" || got[3] != "busybox echo NESTED-PERF-END" ||
 		got[2] != "/bin/perf report -i "+PerfData+" "+PerfReportArgs {
 		t.Errorf("with perf, the report lines: %q", got[1:])
+	}
+}
+
+// With Lab, L1 gets tinyvmm-lab beside tinyvmm (the lab's benchmarks run
+// that tinyvmm) and the plan runs the command line with the lab; without,
+// with tinyvmm. Builds the binaries: skipped with -short.
+func TestAssemblePutsTheLabBesideTinyvmm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tinyvmm, the lab and L1's tools")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lab := range []bool{true, false} {
+		files, plan, err := Assemble(context.Background(), repo, t.TempDir(),
+			Plan{Tinyvmm: []string{"bench", "e2e", "--runs", "1"}, Lab: lab}, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dests := map[string]File{}
+		for _, f := range files {
+			dests[f.Dest] = f
+		}
+		for _, d := range []string{"/repo/tinyvmm", "/repo/tinyvmm-lab", "/repo/bin/tinyvmm", "/repo/bin/tinyvmm-lab", "/bin/tinyvmm-lab"} {
+			if _, ok := dests[d]; !ok {
+				t.Errorf("lab=%v: L1 has no %s", lab, d)
+			}
+		}
+		if f := dests["/repo/tinyvmm-lab"]; f.Src == "" || f.Mode&0o111 == 0 {
+			t.Errorf("lab=%v: /repo/tinyvmm-lab is %+v, want an executable built here", lab, f)
+		}
+		want := "/repo/tinyvmm bench e2e --runs 1"
+		if lab {
+			want = "/repo/tinyvmm-lab bench e2e --runs 1"
+		}
+		if !slices.Contains(plan, want) {
+			t.Errorf("lab=%v: plan %q lacks %q", lab, plan, want)
+		}
 	}
 }

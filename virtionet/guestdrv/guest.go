@@ -1,5 +1,5 @@
 // Package guestdrv plays a network guest over a virtionet.Device with the
-// Go virtio driver (devices/virtiotest): it sends and receives frames,
+// Go virtio driver (virtio/virtiotest): it sends and receives frames,
 // keeps the rx ring full and answers ARP, ping and UDP echo. Tests and the
 // device benchmark use it; one goroutine drives a Guest at a time.
 package guestdrv
@@ -10,8 +10,8 @@ import (
 	"net"
 	"time"
 
-	"tinyvmm/devices/virtiotest"
 	"tinyvmm/internal/ethframe"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"tinyvmm/devices/virtiotest"
+	"tinyvmm/virtio/virtiotest"
 	"tinyvmm/virtionet"
 )
 

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// build builds the lab command into a scratch directory.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tinyvmm-lab")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestErrors runs the lab on bad input: one tinyvmm-lab: line (or the
+// usage), status 2, before anything runs; no stack trace.
+func TestErrors(t *testing.T) {
+	bin := build(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "Usage: tinyvmm-lab bench e2e"},
+		{"unknown command", []string{"fly"}, `unknown command "fly"`},
+		{"unknown benchmark", []string{"bench", "fly"}, `unknown benchmark "fly"`},
+		{"bench device is tinyvmm's", []string{"bench", "device"}, "tinyvmm bench device"},
+		{"bench e2e bad flag", []string{"bench", "e2e", "--bogus"}, "unknown flag --bogus; see tinyvmm-lab bench e2e --help"},
+		{"bench e2e runs 0", []string{"bench", "e2e", "--runs", "0", "--secs", "1", "--budget", "1ms"}, "--runs 0"},
+		{"bench e2e unknown cell", []string{"bench", "e2e", "--only", "rx64,rx99", "--budget", "1ms"}, `--only: no cell "rx99"`},
+		{"bench boot bad flag", []string{"bench", "boot", "--bogus"}, "unknown flag --bogus; see tinyvmm-lab bench boot --help"},
+		{"bench share runs 0", []string{"bench", "share", "--runs", "0"}, "--size and --runs must be at least 1"},
+		{"bench usernet not user", []string{"bench", "usernet", "--net", "tap=t0"}, "for a user network"},
+		{"nested smp 0", []string{"nested", "-repo", ".", "-smp", "0"}, "-smp 0: want 1..64 CPUs"},
+		{"nested bad flag", []string{"nested", "-bogus"}, "flag provided but not defined: -bogus"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(bin, c.args...)
+			cmd.Dir = t.TempDir()
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != exitUsage {
+				t.Fatalf("exit %v, want status %d; stderr %q", err, exitUsage, stderr.String())
+			}
+			msg := stderr.String()
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("stderr %q lacks %q", msg, c.want)
+			}
+			if strings.Contains(msg, "goroutine ") || strings.Contains(msg, "panic") {
+				t.Errorf("stack trace on stderr: %q", msg)
+			}
+			if len(c.args) > 0 && c.args[0] == "bench" {
+				if lines := strings.Split(strings.TrimSpace(msg), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "tinyvmm-lab: ") {
+					t.Errorf("stderr is not one tinyvmm-lab: line: %q", msg)
+				}
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	bin := build(t)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"tinyvmm-lab bench e2e", "tinyvmm-lab bench boot", "tinyvmm-lab bench share", "tinyvmm-lab bench usernet", "tinyvmm-lab nested"}},
+		{[]string{"bench", "e2e", "--help"}, []string{"Usage: tinyvmm-lab bench e2e", "-runs"}},
+		{[]string{"bench", "boot", "--help"}, []string{"Usage: tinyvmm-lab bench boot", "-runs", "-tinyvmm"}},
+		{[]string{"nested", "--help"}, []string{"Usage: tinyvmm-lab nested", "-lab", "-with-qemu", "-probe-exits"}},
+	} {
+		out, err := exec.Command(bin, c.args...).Output()
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+		}
+		for i, line := range strings.Split(string(out), "\n") {
+			if len(line) > 80 && c.args[0] != "nested" { // nested's flags are the flag package's
+				t.Errorf("%q line %d is %d characters: %q", c.args, i+1, len(line), line)
+			}
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%q: stdout lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+}
+
+// The nested runner finds the repository from the working directory,
+// from any directory inside it, and not elsewhere.
+func TestFindRepo(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join(root, "bench", "e2e"))
+	if got := findRepo(); got != root {
+		t.Errorf("from bench/e2e: %q, want %q", got, root)
+	}
+	t.Chdir(t.TempDir())
+	self, _ := os.Executable()
+	if got := findRepo(); got != "" && !strings.HasPrefix(self, got) {
+		t.Errorf("from a scratch directory: %q", got)
+	}
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"tinyvmm/test/nested"
+)
+
+const nestedUsage = `Usage: tinyvmm-lab nested [flags] [-- COMMAND LINE]
+
+Runs tinyvmm's KVM tests inside an L1 Linux with KVM_AMD that QEMU emulates
+with TCG, for hosts without a usable /dev/kvm; it builds what L1 needs from
+the repository (Go and 'make guest' needed):
+
+  tinyvmm-lab nested -pkg ./kvm/... -pkg ./vmm [-- run --mem 256M -- true]
+  tinyvmm-lab nested -lab -with-qemu -- bench e2e --runs 3
+
+Arguments after -- are a tinyvmm command line (with -lab, a tinyvmm-lab
+one) run after the tests; each -run is one more command line run after
+that (e.g. -run 'busybox base64 /tmp/tx.prof'); -with-qemu puts the host's
+QEMU into L1 (for bench e2e's and bench boot's QEMU columns). It exits 0
+when kvmprobe, every test binary, the command line and every -run command
+passed in L1, 1 when one failed, 2 when L1 could not be built or booted.
+
+Flags:`
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func nestedMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("nested", flag.ContinueOnError)
+	var pkgs, testArgs, runs listFlag
+	repo := fs.String("repo", "", "repository root (default: the one holding the working directory or this command)")
+	kernel := fs.String("kernel", "", "L1 kernel (default: out/guest/bzImage of the repository)")
+	cpu := fs.String("cpu", nested.DefaultCPU, "QEMU -cpu for L1")
+	mem := fs.Int("mem", 2048, "L1 memory in MiB")
+	smp := fs.Int("smp", 1, "L1 CPUs (TCG runs them on parallel host threads)")
+	appendArgs := fs.String("append", "", "extra L1 kernel command line")
+	timeout := fs.Duration("timeout", 25*time.Minute, "bound on the whole run, build included")
+	testTimeout := fs.Duration("test-timeout", 10*time.Minute, "bound on each test binary inside L1")
+	probe := fs.Int("probe-exits", 10000, "port-I/O exits kvmprobe times first (0: skip kvmprobe)")
+	stall := fs.Duration("stall", nested.DefaultStall, "a console silent this long means L1 froze: its state is printed, and it is booted again once")
+	keep := fs.Bool("keep", false, "keep the scratch directory with the initramfs")
+	lab := fs.Bool("lab", false, "the command line after -- is a tinyvmm-lab one (bench e2e, bench boot, ...)")
+	withQEMU := fs.Bool("with-qemu", false, "put the host's "+nested.QEMUBinary+" (libraries, bench firmware) into L1")
+	withPerf := fs.Bool("perf", false, "run the command line under the host's perf record -a in L1 and print perf report by thread and symbol (apt-get install linux-perf)")
+	fs.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
+	fs.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
+	fs.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
+	var tools listFlag
+	fs.Var(&tools, "tool", "a host program (a path or a name in $PATH) to put into L1 with its libraries, at its own path (repeatable; bench/nested.sh: iperf3)")
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), nestedUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		return exitUsage
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "nested: "+format+"\n", args...) }
+	failf := func(msg string) int {
+		fmt.Fprintln(stderr, "nested: error:", msg)
+		return exitUsage
+	}
+
+	if *repo == "" {
+		if *repo = findRepo(); *repo == "" {
+			return failf("no tinyvmm repository holds the working directory or this command: give -repo")
+		}
+	}
+	if *kernel == "" {
+		*kernel = filepath.Join(*repo, "out", "guest", "bzImage")
+	}
+	if *smp < 1 || *smp > 64 {
+		return failf(fmt.Sprintf("-smp %d: want 1..64 CPUs", *smp))
+	}
+	if why := nested.Missing(*kernel); why != "" {
+		return failf(why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+
+	work, err := os.MkdirTemp("", "tinyvmm-nested-")
+	if err != nil {
+		return failf(err.Error())
+	}
+	if *keep {
+		logf("scratch directory: %s", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	plan := nested.Plan{
+		Packages:    pkgs,
+		TestArgs:    append([]string{"-test.v"}, testArgs...),
+		TestTimeout: *testTimeout,
+		Tinyvmm:     fs.Args(),
+		Lab:         *lab,
+		Commands:    runs,
+		ProbeExits:  *probe,
+		Tools:       tools,
+	}
+	if *withQEMU {
+		plan.QEMU = nested.QEMUBinary
+	}
+	if *withPerf {
+		perf, err := exec.LookPath("perf")
+		if err != nil {
+			return failf("-perf: no perf on this host: apt-get install linux-perf")
+		}
+		plan.Perf = perf
+	}
+	start := time.Now()
+	files, lines, err := nested.Assemble(ctx, *repo, work, plan, logf)
+	if err != nil {
+		return failf(err.Error())
+	}
+	initramfs := filepath.Join(work, "initramfs.cpio")
+	if err := writeInitramfs(initramfs, files, lines); err != nil {
+		return failf(err.Error())
+	}
+	logf("built in %v; booting L1 (%s, -cpu %s, %d CPU(s)) under TCG; plan:\n  %s",
+		time.Since(start).Round(time.Second), *kernel, *cpu, *smp, strings.Join(lines, "\n  "))
+
+	res, err := nested.Boot(ctx, nested.Machine{
+		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: stdout, Stall: *stall,
+	})
+	if err != nil {
+		return failf(err.Error())
+	}
+	logf("L1 reached init after %v (last boot); KVM in L1: %v; %d boot(s); run took %v", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Boots, res.Elapsed.Round(time.Second))
+	for _, s := range res.Steps {
+		logf("  status %3d  %6.1fs  %s", s.Status, s.Seconds, s.Command)
+	}
+	if res.Status != 0 {
+		logf("FAIL: status %d", res.Status)
+		return exitRuntime
+	}
+	logf("PASS")
+	return 0
+}
+
+func writeInitramfs(name string, files []nested.File, plan []string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := nested.WriteInitramfs(f, files, plan); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// findRepo returns the tinyvmm repository holding the working directory
+// or this command (bin/tinyvmm-lab of a checkout), or "".
+func findRepo() string {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			starts = append(starts, filepath.Dir(exe))
+		}
+	}
+	for _, dir := range starts {
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "test", "nested", "l1init")); err == nil {
+				return dir
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return ""
+}
