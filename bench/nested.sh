@@ -17,6 +17,10 @@
 #       tinyvmm for the harness) and symbol, into out/bench/nested-perf.txt
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
+#   NESTED_TIMEOUT=90m bench/nested.sh --runs 9 ...   # the runner's bound on the whole run (default 25m)
+#
+# The host's iperf3 (apt-get install iperf3) goes into L1 when the host has
+# it: bench e2e's Linux-guest cells (linux) need it on L1's side of the tap.
 #
 # Needs the guest (make guest); builds bin/tinyvmm and bin/tinyvmm-lab.
 # Writes out/bench/nested.log and nested-e2e.json (every run's numbers,
@@ -39,6 +43,7 @@ perftxt=out/bench/nested-perf.txt
 # every ~90 s (one run's bound).
 nested() {
 	bin/tinyvmm-lab nested -lab -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
+		-timeout "${NESTED_TIMEOUT:-25m}" $(command -v iperf3 >/dev/null && echo -tool iperf3) \
 		-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' "$@"
 }
 rm -f "$prof" "$profrx" "$perftxt"

@@ -112,6 +112,12 @@ func detectSystems(o Options, host kvm.Host) map[System]systemState {
 		q.Skip = "skipped: no " + o.QEMU + " (apt-get install qemu-system-x86)"
 	}
 	st[SysQEMU] = q
+	v := q
+	v.Label = strings.Replace(q.Label, "QEMU", "QEMU+vhost", 1)
+	if v.Skip == "" && fileMissing(vhostNet) {
+		v.Skip = "skipped: no " + vhostNet + " (a host kernel with CONFIG_VHOST_NET; modprobe vhost_net)"
+	}
+	st[SysQEMUVhost] = v
 	return st
 }
 
@@ -132,8 +138,8 @@ func fileMissing(p string) bool {
 }
 
 func (o Options) experiments(r *runner) []experiment {
-	vms := []System{SysTinyvmm, SysQEMU}
-	all := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	vms := []System{SysTinyvmm, SysQEMUVhost, SysQEMU}
+	all := []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU}
 	exps := []experiment{
 		{"tx64", "guest->host pps, 64 B", "pps", all, func(s System) Sample { return r.tx(s, 64, 1, nil) }},
 		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},
@@ -144,6 +150,11 @@ func (o Options) experiments(r *runner) []experiment {
 	// where it is asked for.
 	if pktgenHere() || slices.Contains(o.Only, "rx64pg") {
 		exps = append(exps, experiment{"rx64pg", "host->guest pps, 64 B, pktgen sender", "pps", vms, func(s System) Sample { return r.rx(s, false, PktgenFlood, nil) }})
+	}
+	// The Linux guest's cells where the host side has iperf3, or where
+	// they are asked for.
+	if lxHere() == "" || slices.Contains(o.Only, "linux") {
+		exps = append(exps, experiment{"linux", lxTitle, "Mbit/s", vms, func(s System) Sample { return r.linux(s, nil) }})
 	}
 	exps = append(exps, []experiment{
 		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, pingIdle, nil) }},
@@ -167,7 +178,11 @@ func (o Options) experiments(r *runner) []experiment {
 			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, pingIdle, v.Args) }},
 			{"ping_idle_irq@" + v.Name, "ping, guest halted between interrupts", "us", nil, func(s System) Sample { return r.ping(s, pingIdleIRQ, v.Args) }},
 			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, pingFlood, v.Args) }},
+			{"linux@" + v.Name, lxTitle, "Mbit/s", nil, func(s System) Sample { return r.linux(s, v.Args) }},
 		} {
+			if strings.HasPrefix(e.Key, "linux@") && !slices.ContainsFunc(exps, func(e experiment) bool { return e.Key == "linux" }) {
+				continue // no Linux-guest cells here
+			}
 			e.Systems = []System{SysTinyvmm}
 			exps = append(exps, e)
 		}
@@ -234,6 +249,10 @@ func RunE2E(o Options) (*Report, error) {
 		QEMUMachine: o.QEMUMachine, QEMUPreload: o.QEMUPreload}
 	bootMax := 60 * time.Second
 	r := &runner{cfg: cfg, secs: o.Secs, tscKHz: HostTSCkHz(), bootMax: bootMax, cpuprofile: o.CPUProfile}
+	defer r.cleanup()
+	if self, err := os.Executable(); err == nil {
+		r.lxHelper = self // the guest's side of the linux cells: bench e2e lxguest
+	}
 	if o.Pin {
 		p, err := newPinning()
 		if err == nil {

@@ -15,6 +15,10 @@ import (
 // --help too; a bad flag is a one-line cliflag.UsageError, returned before
 // anything runs.
 func MainE2E(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "lxguest" {
+		// The Linux guest's side of the linux cells (lxguest.go), not for users.
+		return MainLXGuest(args[1:], stdout)
+	}
 	o := DefaultOptions()
 	o.Out = stdout
 	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)

@@ -22,7 +22,10 @@ type VMM string
 
 const (
 	Tinyvmm VMM = "tinyvmm"
-	QEMU    VMM = "qemu"
+	QEMU    VMM = "qemu" // QEMU's own virtio-net in user space (vhost=off)
+	// QEMUVhost is QEMU with vhost=on: the datapath in the kernel's
+	// vhost-net, as a user who wants network speed runs QEMU.
+	QEMUVhost VMM = "qemu-vhost"
 )
 
 // GuestConfig says where the pieces are and how QEMU runs.
@@ -51,15 +54,7 @@ type GuestConfig struct {
 func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 	switch vmm {
 	case Tinyvmm:
-		net := "tap=" + TapName
-		var extra []string
-		for _, a := range c.TinyvmmArgs {
-			if opt, ok := strings.CutPrefix(a, "net:"); ok {
-				net += "," + opt
-			} else {
-				extra = append(extra, a)
-			}
-		}
+		net, extra := c.tinyvmmNet()
 		args := []string{"run", "--kernel", c.ELF}
 		if !slices.Contains(strings.Fields(cmdline), "irq=1") {
 			args = append(args, "--bench-guest")
@@ -71,12 +66,18 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 		if machine == "" {
 			machine = DefaultQEMUMachine
 		}
+		// vhost=on: QEMU fails to start where /dev/vhost-net cannot be
+		// opened, rather than falling back to its user-space device.
+		vhost := "vhost=off"
+		if vmm == QEMUVhost {
+			vhost = "vhost=on"
+		}
 		// debug-threads: QEMU names its threads (vCPUs "CPU 0/KVM"), as
 		// tinyvmm does, so top -H and NESTED_PERF's report tell them apart.
 		cmd := exec.Command(c.QEMU, "-name", "bench,debug-threads=on", "-accel", c.QEMUAccel, "-M", machine, "-m", "256M",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", c.ELF, "-append", cmdline,
-			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,vhost=off",
+			"-netdev", "tap,id=n0,ifname="+TapName+",script=no,downscript=no,"+vhost,
 			"-device", "virtio-net-pci,netdev=n0,disable-legacy=on",
 			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
 		if c.QEMUPreload != "" {
@@ -84,6 +85,20 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 		}
 		return cmd
 	}
+}
+
+// tinyvmmNet is tinyvmm's --net for the bench's tap with TinyvmmArgs'
+// net:KEY=VALUE options, and the rest of TinyvmmArgs.
+func (c GuestConfig) tinyvmmNet() (net string, extra []string) {
+	net = "tap=" + TapName
+	for _, a := range c.TinyvmmArgs {
+		if opt, ok := strings.CutPrefix(a, "net:"); ok {
+			net += "," + opt
+		} else {
+			extra = append(extra, a)
+		}
+	}
+	return net, extra
 }
 
 // DefaultQEMUMachine is the bench's QEMU machine: q35 without the i8254
@@ -118,6 +133,9 @@ type GuestRun struct {
 	// Switches are the VMM's threads' sleeps and preemptions in the window
 	// (threadSwitches.since), nil when unknown.
 	Switches map[string]uint64
+	// Workers is how many kernel vhost workers served the VMM (counted
+	// with its threads in Switches).
+	Workers int
 }
 
 // Uint reads a number from the result line (0 when absent).
@@ -137,8 +155,11 @@ type guestProc struct {
 	errb  syncbuf.Buffer
 	// stats and before are touched only by the goroutine that scans the
 	// output.
-	stats     *vmStats
-	before    kvmCounts
+	stats  *vmStats
+	before kvmCounts
+	// workers are the kernel's vhost workers serving the VMM (vhost.go),
+	// found at the ready line: they count as its threads.
+	workers   []int
 	irqBefore hostIRQs
 	swBefore  threadSwitches
 	// pin, when set, moves the vCPU onto its own CPU at the ready line;
@@ -150,7 +171,12 @@ type guestProc struct {
 const keepLines = 40
 
 func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string, pin *pinning) (*guestProc, error) {
-	g := &guestProc{vmm: vmm, cmd: cfg.command(vmm, cmdline), ready: make(chan struct{}), done: make(chan error, 1), pin: pin}
+	return startVMM(ns, cfg.command(vmm, cmdline), vmm, pin)
+}
+
+// startVMM starts cmd, a VMM whose guest prints BENCH lines, in ns.
+func startVMM(ns *Namespace, cmd *exec.Cmd, vmm VMM, pin *pinning) (*guestProc, error) {
+	g := &guestProc{vmm: vmm, cmd: cmd, ready: make(chan struct{}), done: make(chan error, 1), pin: pin}
 	g.run.Status, g.run.IOURings = -1, -1
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
@@ -180,10 +206,16 @@ func (g *guestProc) scan(r io.Reader) {
 		if g.stats == nil && g.run.KVMErr == "" {
 			g.openStats() // the guest runs, so the vCPUs exist
 		}
+		if strings.HasPrefix(line, "BENCH ready") {
+			// The device is running, so its vhost workers exist.
+			g.workers, _ = vhostWorkers("/proc", g.cmd.Process.Pid)
+		}
 		if g.pin != nil && strings.HasPrefix(line, "BENCH ready") {
 			// Before the window opens; the guest is already at work.
 			if err := g.pin.pinVCPU(g.cmd.Process.Pid); err != nil {
 				g.pinErr = fmt.Errorf("pin the vCPU: %w", err)
+			} else if err := g.pin.placeWorkers(g.workers); err != nil {
+				g.pinErr = fmt.Errorf("place the vhost workers: %w", err)
 			}
 		}
 		g.mu.Lock()
@@ -239,7 +271,7 @@ func (g *guestProc) statsBefore() {
 	}
 	g.before = c
 	g.irqBefore, _ = readHostIRQs("/proc/interrupts") // only details: nil skips them
-	g.swBefore, _ = readThreadSwitches("/proc", g.cmd.Process.Pid)
+	g.swBefore, _ = readThreadSwitches("/proc", g.cmd.Process.Pid, g.workers...)
 }
 
 // statsAfter snapshots the counters as the result line starts and keeps
@@ -253,7 +285,7 @@ func (g *guestProc) statsAfter() {
 		c, err = c.sub(g.before)
 	}
 	var irqs, sw map[string]uint64
-	if now, serr := readThreadSwitches("/proc", g.cmd.Process.Pid); serr == nil && g.swBefore != nil {
+	if now, serr := readThreadSwitches("/proc", g.cmd.Process.Pid, g.workers...); serr == nil && g.swBefore != nil {
 		sw = now.since(g.swBefore, g.cmd.Process.Pid)
 	}
 	if now, ierr := readHostIRQs("/proc/interrupts"); ierr == nil && g.irqBefore != nil {
@@ -267,7 +299,7 @@ func (g *guestProc) statsAfter() {
 		g.run.KVMErr = err.Error()
 		return
 	}
-	g.run.KVM, g.run.HostIRQs, g.run.Switches = c, irqs, sw
+	g.run.KVM, g.run.HostIRQs, g.run.Switches, g.run.Workers = c, irqs, sw, len(g.workers)
 }
 
 // markReader passes r through and calls at, once, as soon as marker has
@@ -365,7 +397,7 @@ func (g *guestProc) exceptionVector(r *GuestRun) (int, bool) {
 // exitCodeOK: tinyvmm exits with the guest's status; QEMU's isa-debug-exit
 // turns status s into (s << 1) | 1.
 func (g *guestProc) exitCodeOK(code int) bool {
-	if g.vmm == QEMU {
+	if g.vmm == QEMU || g.vmm == QEMUVhost {
 		return code == 1
 	}
 	return code == 0

@@ -153,6 +153,32 @@ func TestBenchGuestUnderQEMU(t *testing.T) {
 	checkTxRx(t, testRunner(t, qemuConfig(t)), SysQEMU, 64)
 }
 
+// TestBenchGuestUnderQEMUVhost runs the guest under QEMU with vhost=on
+// where the kernel has vhost-net (the nested L1): the kernel's worker
+// moves the frames, and its CPU counts as QEMU's.
+func TestBenchGuestUnderQEMUVhost(t *testing.T) {
+	cfg := qemuConfig(t)
+	if fileMissing(vhostNet) {
+		t.Skipf("no %s: the kernel has no vhost-net", vhostNet)
+	}
+	r := testRunner(t, cfg)
+	checkTxRx(t, r, SysQEMUVhost, 64)
+	checkEcho(t, r, SysQEMUVhost)
+	if cfg.QEMUAccel != "kvm" {
+		return
+	}
+	// With the ioeventfd of KVM and the kernel's worker, no frame goes
+	// through QEMU's threads: the worker must be found, and it does the work.
+	s := r.tx(SysQEMUVhost, 64, 1, nil)
+	if s.Err != "" {
+		t.Fatal(s.Err)
+	}
+	if d := s.Detail; d["vmm_workers"] < 1 || d["vmm_worker_cpu_ms"] <= 0 || d["vmm_host_cpu_ms"] < d["vmm_worker_cpu_ms"] {
+		t.Errorf("tx under vhost: %.0f workers, their CPU %.0f ms of the VMM's %.0f ms; want a worker with CPU time, counted in the VMM's",
+			d["vmm_workers"], d["vmm_worker_cpu_ms"], d["vmm_host_cpu_ms"])
+	}
+}
+
 // TestBenchGuestUserEntryUnderQEMU boots through PVH with cpl3=1: the guest
 // drops to CPL3 and comes in through the user-mode start that tinyvmm uses
 // (IOPL 3, IF 0, user pages), where any exception is reported as an error.

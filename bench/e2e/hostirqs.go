@@ -113,13 +113,19 @@ type threadSwitches map[string]threadCounts
 type threadCounts struct {
 	slept, preempted uint64
 	user, sys, guest uint64 // clock ticks (USER_HZ); user includes guest
+	// worker: a kernel worker serving the VMM from outside its thread
+	// group (vhost-net's, vhost.go)
+	worker bool
 }
 
 // userHZ is the unit of /proc's CPU times (USER_HZ, 100 on every arch
 // that runs KVM guests here).
 const userHZ = 100
 
-func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
+// readThreadSwitches reads the counts of every thread of pid and of the
+// kernel workers that serve it from outside its thread group (workers: the
+// vhost workers of vhostWorkers), which count as the VMM's threads.
+func readThreadSwitches(proc string, pid int, workers ...int) (threadSwitches, error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "task")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -127,34 +133,49 @@ func readThreadSwitches(proc string, pid int) (threadSwitches, error) {
 	}
 	ts := threadSwitches{}
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "status"))
-		if err != nil {
-			continue // the thread ended
+		if c, ok := readThreadCounts(filepath.Join(dir, e.Name())); ok {
+			ts[e.Name()] = c
 		}
-		var c threadCounts
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			switch {
-			case err != nil:
-			case k == "voluntary_ctxt_switches":
-				c.slept = n
-			case k == "nonvoluntary_ctxt_switches":
-				c.preempted = n
-			}
+	}
+	for _, w := range workers {
+		id := strconv.Itoa(w)
+		if c, ok := readThreadCounts(filepath.Join(proc, id, "task", id)); ok {
+			c.worker = true
+			ts[id] = c
 		}
-		if f := statFields(filepath.Join(dir, e.Name(), "stat")); len(f) >= 43-2 {
-			utime, _ := strconv.ParseUint(f[14-3], 10, 64)
-			stime, _ := strconv.ParseUint(f[15-3], 10, 64)
-			c.user, c.sys = utime, stime
-			c.guest, _ = strconv.ParseUint(f[43-3], 10, 64)
-		}
-		ts[e.Name()] = c
 	}
 	return ts, nil
+}
+
+// readThreadCounts reads one thread's directory (/proc/PID/task/TID);
+// false when the thread ended.
+func readThreadCounts(dir string) (threadCounts, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return threadCounts{}, false
+	}
+	var c threadCounts
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err != nil:
+		case k == "voluntary_ctxt_switches":
+			c.slept = n
+		case k == "nonvoluntary_ctxt_switches":
+			c.preempted = n
+		}
+	}
+	if f := statFields(filepath.Join(dir, "stat")); len(f) >= 43-2 {
+		utime, _ := strconv.ParseUint(f[14-3], 10, 64)
+		stime, _ := strconv.ParseUint(f[15-3], 10, 64)
+		c.user, c.sys = utime, stime
+		c.guest, _ = strconv.ParseUint(f[43-3], 10, 64)
+	}
+	return c, true
 }
 
 // statFields are the fields of a /proc stat file from field 3 (state) on,
@@ -182,13 +203,15 @@ func statFields(path string) []string {
 // in it (vmm_guest_cpu_ms). The host part splits into user space
 // (vmm_user_cpu_ms) and the kernel (vmm_sys_cpu_ms), and the thread with
 // the most of it (in tinyvmm the device's worker) has its own
-// (vmm_busiest_user_cpu_ms, vmm_busiest_sys_cpu_ms). The split is the
+// (vmm_busiest_user_cpu_ms, vmm_busiest_sys_cpu_ms). Kernel workers that
+// serve the VMM (vhost-net's, read with it) count in all of these, and
+// their host CPU time is also vmm_worker_cpu_ms. The split is the
 // kernel's tick sampling: good to a tick (10 ms) per thread. A thread born
 // meanwhile counts whole.
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
 	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0,
 		"vmm_host_cpu_ms": 0, "vmm_guest_cpu_ms": 0, "vmm_user_cpu_ms": 0, "vmm_sys_cpu_ms": 0,
-		"vmm_busiest_user_cpu_ms": 0, "vmm_busiest_sys_cpu_ms": 0}
+		"vmm_busiest_user_cpu_ms": 0, "vmm_busiest_sys_cpu_ms": 0, "vmm_worker_cpu_ms": 0}
 	for tid, now := range t {
 		b := before[tid]
 		if now.slept < b.slept || now.preempted < b.preempted || now.user < b.user || now.sys < b.sys || now.guest < b.guest {
@@ -212,6 +235,9 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		d["vmm_host_cpu_ms"] += (user + sys) * 1000 / userHZ
 		d["vmm_user_cpu_ms"] += user * 1000 / userHZ
 		d["vmm_sys_cpu_ms"] += sys * 1000 / userHZ
+		if now.worker {
+			d["vmm_worker_cpu_ms"] += (user + sys) * 1000 / userHZ
+		}
 		if (user+sys)*1000/userHZ > d["vmm_busiest_user_cpu_ms"]+d["vmm_busiest_sys_cpu_ms"] {
 			d["vmm_busiest_user_cpu_ms"], d["vmm_busiest_sys_cpu_ms"] = user*1000/userHZ, sys*1000/userHZ
 		}

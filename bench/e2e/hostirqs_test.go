@@ -67,6 +67,9 @@ func TestThreadSwitchesSince(t *testing.T) {
 	// utime, stime and guest_time (stat fields 14, 15 and 43).
 	write := func(tid, vol, nonvol, utime, stime, guest string) {
 		dir := filepath.Join(proc, "9", "task", tid)
+		if tid == "20" { // vhost-net's worker: a kernel thread, a process of its own
+			dir = filepath.Join(proc, "20", "task", "20")
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -86,22 +89,31 @@ func TestThreadSwitchesSince(t *testing.T) {
 	}
 	write("9", "10", "1", "100", "10", "90")
 	write("10", "5", "0", "20", "30", "0")
-	before, err := readThreadSwitches(proc, 9)
+	write("20", "100", "0", "0", "50", "0")
+	before, err := readThreadSwitches(proc, 9, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	write("9", "10", "3", "300", "15", "280") // preempted twice, never slept; 190 ticks in the guest, 15 out
 	write("10", "45", "0", "25", "45", "0")   // slept 40 times; 5 ticks in user space, 15 in the kernel: the busiest
 	write("11", "7", "1", "1", "2", "0")      // born in the window: 3 ticks
-	after, err := readThreadSwitches(proc, 9)
+	write("20", "130", "0", "0", "62", "0")   // the vhost worker: 12 ticks in the kernel, 30 sleeps
+	after, err := readThreadSwitches(proc, 9, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := after.since(before, 9)
-	want := map[string]uint64{"vmm_wakeups": 47, "vmm_preemptions": 3, "vmm_threads_woken": 2, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
-		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 380, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 220,
-		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150}
+	want := map[string]uint64{"vmm_wakeups": 77, "vmm_preemptions": 3, "vmm_threads_woken": 3, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
+		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 500, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 340,
+		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120}
 	if !maps.Equal(got, want) {
 		t.Errorf("since = %v, want %v", got, want)
+	}
+	// Without the worker, its CPU is not the VMM's.
+	before, _ = readThreadSwitches(proc, 9)
+	write("20", "140", "0", "0", "70", "0")
+	after, _ = readThreadSwitches(proc, 9)
+	if d := after.since(before, 9); d["vmm_host_cpu_ms"] != 0 || d["vmm_worker_cpu_ms"] != 0 {
+		t.Errorf("a worker not asked for counted: %v", d)
 	}
 }

@@ -79,6 +79,19 @@ func (p *pinning) pinVCPU(pid int) error {
 	}
 }
 
+// placeWorkers moves kernel workers that serve a VMM from outside its
+// thread group (vhost-net's, vhostWorkers) to the CPUs of its other
+// non-vCPU threads, as libvirt's emulatorpin does: left alone a kernel
+// thread may run anywhere, the vCPU's CPU included.
+func (p *pinning) placeWorkers(pids []int) error {
+	for _, w := range pids {
+		if err := unix.SchedSetaffinity(w, &p.rest); err != nil {
+			return fmt.Errorf("sched_setaffinity %d: %w", w, err)
+		}
+	}
+	return nil
+}
+
 // setThreads sets the affinity of each thread of pid.
 func setThreads(proc string, pid int, set *unix.CPUSet) error {
 	ents, err := os.ReadDir(filepath.Join(proc, strconv.Itoa(pid), "task"))

@@ -31,7 +31,7 @@ func (r *Report) plotThroughput(file string) error {
 	c := &plotfmt.Chart{Title: "bench e2e: frames per second (median; failed or skipped = 0)", YLabel: "pps",
 		Categories: []string{"guest->host 64 B", "guest->host 1400 B", "host->guest 64 B"}}
 	metrics := []string{"tx64", "tx1400", "rx64"}
-	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMU} {
+	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU} {
 		bars := plotfmt.Series{Name: r.Systems[s].Label, Y: make([]float64, len(metrics))}
 		for j, m := range metrics {
 			_, bars.Y[j], _ = r.value(m, s, "")
@@ -79,7 +79,7 @@ func (r *Report) sweepLines(c *plotfmt.Chart, prefix, detail string, systems []S
 
 func (r *Report) plotKicks(file string) error {
 	c := &plotfmt.Chart{Title: "seed 000: tx 64 B pps vs kick threshold", XLabel: "frames per notify decision (kick=N)", YLabel: "pps"}
-	if !r.sweepLines(c, "kick", "", []System{SysTinyvmm, SysQEMU}) {
+	if !r.sweepLines(c, "kick", "", []System{SysTinyvmm, SysQEMUVhost, SysQEMU}) {
 		c.Title += " (no data)"
 	}
 	return labplot.SavePNG(file, 600, 380, c)

@@ -183,6 +183,41 @@ func (r *Report) ratio(metric, detail string, a, b System) string {
 	return fmt.Sprintf("%.2f", va/vb)
 }
 
+// pairedRatio is the median over the rounds of a/b, each round's runs of
+// the two systems taken together (they ran back to back), over the rounds
+// where both worked: it cancels the load that moves both alike.
+func (r *Report) pairedRatio(metric, detail string, a, b System) string {
+	if !r.Systems[b].Comparable || r.Systems[a].Skip != "" || r.Systems[b].Skip != "" {
+		return "-"
+	}
+	return pairedCells(r.cell(metric, a), r.cell(metric, b), detail)
+}
+
+// pairedCells is pairedRatio of two cells.
+func pairedCells(ca, cb *Cell, detail string) string {
+	if ca == nil || cb == nil {
+		return "-"
+	}
+	var ratios []float64
+	for i := range min(len(ca.Samples), len(cb.Samples)) {
+		sa, sb := ca.Samples[i], cb.Samples[i]
+		if sa.Err != "" || sb.Err != "" {
+			continue
+		}
+		va, vb := sa.Value, sb.Value
+		if detail != "" {
+			va, vb = sa.Detail[detail], sb.Detail[detail]
+		}
+		if vb > 0 {
+			ratios = append(ratios, va/vb)
+		}
+	}
+	if len(ratios) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", median(ratios))
+}
+
 type row struct{ metric, detail, title string }
 
 func (r *Report) printTable(w io.Writer) {
@@ -195,13 +230,24 @@ func (r *Report) printTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "each cell: median of %d runs interleaved between systems, %d s per run; ratios: tinyvmm / other (n/c: not comparable)\n\n",
 		r.Runs, r.Secs)
-	systems := []System{SysTinyvmm, SysCeiling, SysQEMU}
+	systems := []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU}
 	rows := []row{
 		{"tx64", "", "guest->host pps, 64 B"},
 		{"tx1400", "", "guest->host pps, 1400 B"},
 		{"rx64", "", "host->guest pps, 64 B"},
 		{"rx64irq", "", "host->guest pps, 64 B, guest irqs"},
 		{"rx64pg", "", "host->guest pps, 64 B, pktgen"},
+	}
+	if r.hasPrefix("linux") {
+		rows = append(rows, []row{
+			{"linux", "tcp_rx_mbps", "Linux TCP host->guest Mbit/s"},
+			{"linux", "tcp_tx_mbps", "Linux TCP guest->host Mbit/s"},
+			{"linux", "udp_rx_pps", fmt.Sprintf("Linux UDP %d B host->guest pps", lxUDPSize)},
+			{"linux", "udp_tx_pps", fmt.Sprintf("Linux UDP %d B guest->host pps", lxUDPSize)},
+			{"linux", "rr_tps", "Linux TCP_RR round trips/s"},
+			{"linux", "rr_p50_us", "Linux TCP_RR p50 us"},
+			{"linux", "rr_p99_us", "Linux TCP_RR p99 us"},
+		}...)
 	}
 	for _, p := range []struct{ key, name string }{{"ping_idle", "idle"}, {"ping_idle_irq", "idle, irqs"}, {"ping_flood", "under tx flood"}} {
 		for _, d := range []string{"min_us", "avg_us", "p99_us", "max_us"} {
@@ -213,14 +259,19 @@ func (r *Report) printTable(w io.Writer) {
 	for _, s := range systems {
 		header += r.Systems[s].Label + "\t"
 	}
-	fmt.Fprintln(tw, header+"tinyvmm/ceiling\ttinyvmm/QEMU\t")
+	fmt.Fprintln(tw, header+"tinyvmm/ceiling\ttinyvmm/vhost\ttinyvmm/QEMU\tpaired /vhost\tpaired /QEMU\t")
 	for _, rw := range rows {
 		line := rw.title + "\t"
 		for _, s := range systems {
 			txt, _, _ := r.value(rw.metric, s, rw.detail)
 			line += txt + "\t"
 		}
-		line += r.ratio(rw.metric, rw.detail, SysTinyvmm, SysCeiling) + "\t" + r.ratio(rw.metric, rw.detail, SysTinyvmm, SysQEMU) + "\t"
+		for _, o := range []System{SysCeiling, SysQEMUVhost, SysQEMU} {
+			line += r.ratio(rw.metric, rw.detail, SysTinyvmm, o) + "\t"
+		}
+		for _, o := range []System{SysQEMUVhost, SysQEMU} {
+			line += r.pairedRatio(rw.metric, rw.detail, SysTinyvmm, o) + "\t"
+		}
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
@@ -229,14 +280,16 @@ func (r *Report) printTable(w io.Writer) {
 
 	fmt.Fprintf(w, "\nseed 000: tx pps at 64 B vs the driver's kick threshold (a notify decision every N frames)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "kick\t%s\t%s\ttinyvmm/QEMU\t\n", r.Systems[SysTinyvmm].Label, r.Systems[SysQEMU].Label)
+	fmt.Fprintf(tw, "kick\t%s\t%s\t%s\ttinyvmm/vhost\ttinyvmm/QEMU\t\n", r.Systems[SysTinyvmm].Label, r.Systems[SysQEMUVhost].Label, r.Systems[SysQEMU].Label)
 	for _, e := range r.exps {
 		if !strings.HasPrefix(e.Key, "kick") {
 			continue
 		}
 		a, _, _ := r.value(e.Key, SysTinyvmm, "")
+		v, _, _ := r.value(e.Key, SysQEMUVhost, "")
 		b, _, _ := r.value(e.Key, SysQEMU, "")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "kick"), a, b, r.ratio(e.Key, "", SysTinyvmm, SysQEMU))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", strings.TrimPrefix(e.Key, "kick"), a, v, b,
+			r.ratio(e.Key, "", SysTinyvmm, SysQEMUVhost), r.ratio(e.Key, "", SysTinyvmm, SysQEMU))
 	}
 	tw.Flush()
 
@@ -265,6 +318,9 @@ func (r *Report) printTable(w io.Writer) {
 				r.perFrame(key("tx64"), SysTinyvmm, exits), r.perFrame(key("tx64"), SysTinyvmm, kicks), r.perFrame(key("rx64"), SysTinyvmm, exits))
 		}
 		tw.Flush()
+	}
+	if len(r.variants()) > 0 {
+		r.printVariantsVsVhost(w)
 	}
 	if r.hasPrefix("poll") {
 		fmt.Fprintf(w, "\ntx poll sweep: tinyvmm tx pps at 64 B vs --poll-us (0: off), with its exits and kicks per frame\n")
@@ -297,7 +353,7 @@ func (r *Report) printTable(w io.Writer) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
-	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMU} {
+	for _, s := range []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU} {
 		if skip := r.Systems[s].Skip; skip != "" {
 			fmt.Fprintf(w, "\n%s: %s", r.Systems[s].Label, skip)
 		}
@@ -310,28 +366,94 @@ func (r *Report) printTable(w io.Writer) {
 // throughput cells: the counts that decide the cost on any KVM.
 func (r *Report) printPerFrame(w io.Writer) {
 	fmt.Fprintf(w, "\nper frame, medians (KVM's counters of the VM between the guest's ready and result lines;\n"+
-		"kicks: the guest's notify writes; irqs: interrupts KVM injected; host us: the VMM's CPU outside the guest)\n")
+		"kicks: the guest's notify writes; irqs: interrupts KVM injected; host us: the VMM's CPU outside the guest,\n"+
+		"vhost-net's worker included; columns: tinyvmm, QEMU+vhost, QEMU)\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "metric\texits tinyvmm\texits QEMU\tkicks tinyvmm\tkicks QEMU\tirqs tinyvmm\tirqs QEMU\thost us tinyvmm\thost us QEMU\t")
+	fmt.Fprintln(tw, "metric\texits t\tv\tq\tkicks t\tv\tq\tirqs t\tv\tq\thost us t\tv\tq\t")
 	keys := []string{"tx64", "tx1400", "rx64", "rx64irq", "rx64pg"}
 	for _, e := range r.exps {
 		if strings.HasPrefix(e.Key, "kick") {
 			keys = append(keys, e.Key)
 		}
 	}
+	type perFrameRow struct {
+		name, metric string
+		gets         []func(*Cell) *float64
+	}
+	var rows []perFrameRow
 	for _, k := range keys {
-		line := k + "\t"
-		for _, get := range []func(*Cell) *float64{
+		rows = append(rows, perFrameRow{k, k, []func(*Cell) *float64{
 			func(c *Cell) *float64 { return c.ExitsPerFrame },
 			func(c *Cell) *float64 { return c.KicksPerFrame },
 			func(c *Cell) *float64 { return c.IRQsPerFrame },
 			func(c *Cell) *float64 { return c.HostCPUPerFrame },
-		} {
-			for _, s := range []System{SysTinyvmm, SysQEMU} {
-				line += r.perFrame(k, s, get) + "\t"
+		}})
+	}
+	if r.hasPrefix("linux") {
+		// The Linux guest's measurements keep theirs in the details.
+		for _, m := range lxMeasures {
+			var gets []func(*Cell) *float64
+			for _, k := range []string{"exits_per_frame", "kicks_per_frame", "irqs_per_frame", "host_cpu_us_per_frame"} {
+				gets = append(gets, func(c *Cell) *float64 { return c.detailPtr(m + "_" + k) })
+			}
+			rows = append(rows, perFrameRow{"linux " + m, "linux", gets})
+		}
+	}
+	for _, rw := range rows {
+		line := rw.name + "\t"
+		for _, get := range rw.gets {
+			for _, s := range []System{SysTinyvmm, SysQEMUVhost, SysQEMU} {
+				line += r.perFrame(rw.metric, s, get) + "\t"
 			}
 		}
 		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// printVariantsVsVhost prints each tinyvmm variant's interrupt, latency
+// and Linux-guest cells with, in parentheses, the paired ratio to
+// QEMU+vhost's same cell (the rounds ran them back to back).
+func (r *Report) printVariantsVsVhost(w io.Writer) {
+	fmt.Fprintf(w, "\ntinyvmm variants against QEMU+vhost: median (paired tinyvmm/vhost)\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	names := append([]string{""}, r.variants()...)
+	header := "metric\t"
+	for _, v := range names {
+		if v == "" {
+			v = "default"
+		}
+		header += v + "\t"
+	}
+	header += "QEMU+vhost\t"
+	fmt.Fprintln(tw, header)
+	rows := []row{
+		{"tx64", "", "tx 64 B pps"}, {"rx64", "", "rx 64 B pps"}, {"rx64irq", "", "rx 64 B irqs pps"},
+		{"ping_idle", "avg_us", "ping idle avg"}, {"ping_idle_irq", "avg_us", "ping idle irqs avg"},
+		{"ping_idle_irq", "p99_us", "ping idle irqs p99"},
+		{"ping_flood", "avg_us", "ping flood avg"}, {"ping_flood", "p99_us", "ping flood p99"},
+	}
+	if r.hasPrefix("linux") {
+		for _, d := range []string{"tcp_rx_mbps", "tcp_tx_mbps", "udp_rx_pps", "udp_tx_pps", "rr_tps", "rr_p50_us", "rr_p99_us"} {
+			rows = append(rows, row{"linux", d, "linux " + d})
+		}
+	}
+	for _, rw := range rows {
+		vh := r.cell(rw.metric, SysQEMUVhost)
+		line := rw.title + "\t"
+		for _, v := range names {
+			key := rw.metric
+			if v != "" {
+				key += "@" + v
+			}
+			txt, _, ok := r.value(key, SysTinyvmm, rw.detail)
+			if ok && r.Systems[SysQEMUVhost].Skip == "" {
+				txt += " (" + pairedCells(r.cell(key, SysTinyvmm), vh, rw.detail) + ")"
+			}
+			line += txt + "\t"
+		}
+		txt, _, _ := r.value(rw.metric, SysQEMUVhost, rw.detail)
+		fmt.Fprintln(tw, line+txt+"\t")
 	}
 	tw.Flush()
 }
@@ -340,7 +462,8 @@ func (r *Report) printPerFrame(w io.Writer) {
 func (r *Report) variants() []string {
 	var names []string
 	for _, e := range r.exps {
-		if m, v, ok := strings.Cut(e.Key, "@"); ok && m == "tx64" {
+		// Of any cell: --only may keep some cells of a variant and not others.
+		if _, v, ok := strings.Cut(e.Key, "@"); ok && !slices.Contains(names, v) {
 			names = append(names, v)
 		}
 	}

@@ -141,6 +141,7 @@ func TestTableVariants(t *testing.T) {
 	host := kvm.Host{Usable: true}
 	st := detectSystems(o, host)
 	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	st[SysQEMUVhost] = systemState{Label: "QEMU+vhost", Comparable: true}
 	rep := newReport(o, host, st)
 	exps := o.experiments(&runner{})
 	rep.plan(exps)
@@ -150,6 +151,9 @@ func TestTableVariants(t *testing.T) {
 			v = 2000
 		}
 		rep.add(e, SysTinyvmm, Sample{Value: v, Detail: map[string]float64{"avg_us": v / 10, "exits_per_frame": v / 1e5, "kicks_per_frame": v / 1e6}})
+		if !strings.Contains(e.Key, "@") {
+			rep.add(e, SysQEMUVhost, Sample{Value: 500, Detail: map[string]float64{"avg_us": 400}})
+		}
 	}
 	rep.finish(time.Second)
 	var out bytes.Buffer
@@ -159,7 +163,71 @@ func TestTableVariants(t *testing.T) {
 		!regexpMatch(`(?m)^\s*batch\s+2,000\s+2,000\s+200\s+200\s+0\.020\s+0\.002\s+0\.020\s*$`, text) {
 		t.Errorf("variants table wrong:\n%s", text)
 	}
+	// Against QEMU+vhost, run by run: rx 64 B 1,000 and 2,000 against 500.
+	if !regexpMatch(`(?m)^\s*rx 64 B pps\s+1,000 \(2\.00\)\s+2,000 \(4\.00\)\s+500\s*$`, text) ||
+		!regexpMatch(`(?m)^\s*ping idle avg\s+100 \(0\.25\)\s+200 \(0\.50\)\s+400\s*$`, text) {
+		t.Errorf("variants against vhost wrong:\n%s", text)
+	}
+	// A variant whose tx64 is not run (--only) still has its table.
+	o.Only = []string{"rx64", "rx64@batch"}
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.plan(exps)
+	if v := rep.variants(); !slices.Equal(v, []string{"batch"}) {
+		t.Errorf("variants with --only rx64,rx64@batch: %q", v)
+	}
 	if strings.Contains(text, "tx64@batch") {
 		t.Errorf("a variant's row is in the main table:\n%s", text)
+	}
+}
+
+// The paired ratio is the median of the rounds' own ratios, over the
+// rounds where both systems' runs worked; the table has the qemu-vhost
+// column, its ratio and both paired ratios.
+func TestPairedRatioAndVhostColumn(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = nil, nil
+	o.Only = []string{"tx64"}
+	host := kvm.Host{Usable: true}
+	rep := newReport(o, host, map[System]systemState{
+		SysTinyvmm: {Label: "tinyvmm", Comparable: true}, SysCeiling: {Label: "ceiling", Comparable: true},
+		SysQEMUVhost: {Label: "QEMU+vhost (KVM)", Comparable: true}, SysQEMU: {Label: "QEMU (KVM)", Comparable: true},
+	})
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.plan(exps)
+	// Rounds: tinyvmm/vhost 2, 1, (failed), 4, 3: paired median 2.5,
+	// while the medians' ratio is 300/150 = 2.
+	tv := []float64{200, 100, 0, 400, 300}
+	vh := []float64{100, 100, 50, 100, 100}
+	for i := range tv {
+		s := Sample{Value: tv[i]}
+		if tv[i] == 0 {
+			s = Sample{Err: "boom"}
+		}
+		rep.add(exps[0], SysTinyvmm, s)
+		rep.add(exps[0], SysQEMUVhost, Sample{Value: vh[i]})
+		rep.add(exps[0], SysQEMU, Sample{Value: 50})
+	}
+	rep.finish(time.Second)
+	if got := rep.pairedRatio("tx64", "", SysTinyvmm, SysQEMUVhost); got != "2.50" {
+		t.Errorf("paired tinyvmm/vhost = %s, want 2.50", got)
+	}
+	if got := rep.ratio("tx64", "", SysTinyvmm, SysQEMUVhost); got != "2.50" { // 250/100
+		t.Errorf("tinyvmm/vhost = %s, want 2.50", got)
+	}
+	if got := rep.pairedRatio("tx64", "", SysTinyvmm, SysQEMU); got != "5.00" {
+		t.Errorf("paired tinyvmm/QEMU = %s, want 5.00", got)
+	}
+	var out bytes.Buffer
+	rep.printTable(&out)
+	for _, want := range []string{"QEMU+vhost (KVM)", "tinyvmm/vhost", "paired /vhost", "2.50", "5.00"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -17,6 +18,9 @@ const (
 	SysTinyvmm System = "tinyvmm"
 	SysCeiling System = "ceiling"
 	SysQEMU    System = "qemu"
+	// SysQEMUVhost is QEMU with vhost=on: the kernel's vhost-net moves
+	// the frames (vhost.go).
+	SysQEMUVhost System = "qemu-vhost"
 )
 
 // Sample is one run's outcome: the headline value and the details behind it.
@@ -43,6 +47,14 @@ type runner struct {
 	cpuprofile string
 	// pin, with --pin, gives each run's vCPU a CPU of its own (pin.go).
 	pin *pinning
+	// lxHelper is the program that runs `bench e2e lxguest` in the Linux
+	// guest: this lab command itself.
+	lxHelper string
+	// The Linux guest (linux.go), made once by lxPrepare in lxDir.
+	lxOnce sync.Once
+	lx     *lxGuest
+	lxErr  error
+	lxDir  string
 }
 
 func (r *runner) guestTimeout() time.Duration {
@@ -197,6 +209,7 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	for k, v := range run.Switches {
 		s.Detail[k] = float64(v)
 	}
+	s.Detail["vmm_workers"] = float64(run.Workers)
 	if cpu, ok := s.Detail["vmm_host_cpu_ms"]; ok && frames > 0 {
 		s.Detail["host_cpu_us_per_frame"] = cpu * 1000 / frames
 	}

@@ -58,6 +58,8 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
 	fs.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	fs.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
+	var tools listFlag
+	fs.Var(&tools, "tool", "a host program (a path or a name in $PATH) to put into L1 with its libraries, at its own path (repeatable; bench/nested.sh: iperf3)")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), nestedUsage)
@@ -111,6 +113,7 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 		Lab:         *lab,
 		Commands:    runs,
 		ProbeExits:  *probe,
+		Tools:       tools,
 	}
 	if *withQEMU {
 		plan.QEMU = nested.QEMUBinary

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,6 +43,10 @@ type Plan struct {
 	// bench can run QEMU on L1's KVM, and NoIOURing (built with cc).
 	// Off by default: it adds ~35 MB.
 	QEMU string
+	// Tools are host programs (paths or names in $PATH) that go into L1 at
+	// their own paths with their libraries, such as iperf3 for bench e2e's
+	// Linux-guest cells.
+	Tools []string
 	// Perf, when set, is the host's perf binary (linux-perf): it goes into
 	// L1 with its libraries as /bin/perf, the Tinyvmm line runs under
 	// `perf record -a` (every L1 CPU, cpu-clock: L1 has no PMU), and
@@ -210,6 +215,14 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		files = append(files, File{Dest: NoIOURing, Src: so, Mode: 0o644})
 	}
 
+	if len(p.Tools) > 0 {
+		tools, err := ToolFiles(p.Tools, logf)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, tools...)
+	}
+
 	if p.Perf != "" {
 		if len(p.Tinyvmm) == 0 {
 			return nil, nil, errors.New("perf needs a tinyvmm command to record")
@@ -232,6 +245,33 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		}
 	}
 	return files, plan, nil
+}
+
+// ToolFiles are the L1 files of host programs (paths or names in $PATH):
+// each at its own absolute path, with the dynamic loader and the shared
+// libraries it needs, each once.
+func ToolFiles(tools []string, logf func(string, ...any)) ([]File, error) {
+	var files []File
+	for _, tool := range tools {
+		bin, err := exec.LookPath(tool)
+		if err != nil {
+			return nil, fmt.Errorf("tool for L1: %v", err)
+		}
+		if bin, err = filepath.Abs(bin); err != nil {
+			return nil, err
+		}
+		logf("adding %s and its libraries", bin)
+		libs, err := SharedLibraries(bin)
+		if err != nil {
+			return nil, fmt.Errorf("tool for L1: %v", err)
+		}
+		for _, f := range append([]string{bin}, libs...) {
+			if !slices.ContainsFunc(files, func(g File) bool { return g.Dest == f }) {
+				files = append(files, File{Dest: f, Src: f, Mode: 0o755})
+			}
+		}
+	}
+	return files, nil
 }
 
 // LabCommand is the lab's command (cmd/tinyvmm-lab), put into L1 beside

@@ -191,3 +191,28 @@ func TestQEMUDataFilesFollowsLinksIntoOtherPackages(t *testing.T) {
 		t.Errorf("missing file: err = %v", err)
 	}
 }
+
+// A tool goes into L1 at its own path with its libraries, each file once.
+func TestToolFiles(t *testing.T) {
+	iperf, err := exec.LookPath("iperf3")
+	if err != nil {
+		t.Skip("no iperf3 (apt-get install iperf3): a dynamic tool to look at")
+	}
+	files, err := ToolFiles([]string{"iperf3", iperf}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		if seen[f.Dest] || f.Src != f.Dest {
+			t.Errorf("file %+v: twice, or not at its own path", f)
+		}
+		seen[f.Dest] = true
+	}
+	if !seen[iperf] || len(files) < 3 {
+		t.Errorf("files %v: want %s, its loader and libraries", files, iperf)
+	}
+	if _, err := ToolFiles([]string{"no-such-tool-here"}, t.Logf); err == nil {
+		t.Error("a missing tool: no error")
+	}
+}
