@@ -28,12 +28,14 @@ const ethHeaderLen = 14
 type frameConn struct {
 	*net.UnixConn
 	hdrLen *atomic.Int32
+	filter *guestFilter
 
 	dropped atomic.Uint64 // guest frames too short for Ethernet or cut short
 }
 
 // Read returns the next frame the guest sent that is at least an Ethernet
-// header long; shorter or truncated ones are dropped and counted.
+// header long and that the filter allows; shorter or truncated ones are
+// dropped and counted, the filter counts its own.
 func (c *frameConn) Read(b []byte) (int, error) {
 	var hdr [maxVnetHdr]byte
 	rc, err := c.SyscallConn()
@@ -65,6 +67,9 @@ func (c *frameConn) Read(b []byte) (int, error) {
 			continue
 		case n < len(h)+ethHeaderLen || flags&unix.MSG_TRUNC != 0:
 			c.dropped.Add(1)
+			continue
+		}
+		if !c.filter.allow(b[:n-len(h)]) {
 			continue
 		}
 		return n - len(h), nil

@@ -127,7 +127,7 @@ func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) 
 	}
 	b := &Backend{fd: devFd, vn: vn, done: make(chan struct{})}
 	b.hdrLen.Store(maxVnetHdr)
-	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen}
+	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen, filter: newGuestFilter(cfg)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	for _, f := range cfg.Forwards {
 		fw, err := listenForward(b, f)
@@ -244,6 +244,13 @@ func (b *Backend) Forwards() []string {
 // Dropped counts the guest's frames left out for being shorter than an
 // Ethernet header.
 func (b *Backend) Dropped() uint64 { return b.conn.dropped.Load() }
+
+// Spoofed counts the guest's frames dropped for a source MAC other than
+// the NIC's.
+func (b *Backend) Spoofed() uint64 { return b.conn.filter.spoofed.Load() }
+
+// Refused counts the guest's frames that restrict kept from the stack.
+func (b *Backend) Refused() uint64 { return b.conn.filter.refused.Load() }
 
 // Done is closed when the switch has let go of the link: Close, or the
 // device's end closed.

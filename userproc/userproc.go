@@ -46,6 +46,11 @@ type Config struct {
 	// Forwards are TCP listeners on the host whose connections go to a
 	// port of the guest (hostfwd=).
 	Forwards []Forward
+	// Restrict (restrict=on, as in QEMU) keeps the guest from reaching
+	// the host or anything beyond it: it gets DHCP and DNS from the
+	// gateway and answers connections that come in through Forwards,
+	// nothing else.
+	Restrict bool
 }
 
 // Forward is one hostfwd=tcp:HOSTADDR:HPORT-:GPORT.
@@ -78,6 +83,9 @@ func (c Config) Args() []string {
 	for _, f := range c.Forwards {
 		args = append(args, "-fwd", f.Host+"="+strconv.Itoa(int(f.GuestPort)))
 	}
+	if c.Restrict {
+		args = append(args, "-restrict")
+	}
 	return args
 }
 
@@ -89,6 +97,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&mac, "mac", "", "the guest's `MAC`")
 	fs.IntVar(&c.MTU, "mtu", 1500, "the link's `MTU`")
+	fs.BoolVar(&c.Restrict, "restrict", false, "the guest reaches only DHCP, DNS and its hostfwd ports")
 	fs.Func("fwd", "a hostfwd, `HOSTADDR:PORT=GUESTPORT` (repeatable)", func(s string) error {
 		host, gport, ok := strings.Cut(s, "=")
 		p, err := strconv.ParseUint(gport, 10, 16)

@@ -147,12 +147,12 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestArgsRoundTrip(t *testing.T) {
-	c := Config{MAC: testMAC, MTU: 9000, Forwards: []Forward{{"127.0.0.1:8080", 80}, {"0.0.0.0:2222", 22}}}
+	c := Config{MAC: testMAC, MTU: 9000, Forwards: []Forward{{"127.0.0.1:8080", 80}, {"0.0.0.0:2222", 22}}, Restrict: true}
 	got, err := ParseArgs(c.Args())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.MAC.String() != c.MAC.String() || got.MTU != 9000 || len(got.Forwards) != 2 || got.Forwards[1] != c.Forwards[1] {
+	if got.MAC.String() != c.MAC.String() || got.MTU != 9000 || len(got.Forwards) != 2 || got.Forwards[1] != c.Forwards[1] || !got.Restrict {
 		t.Errorf("%+v, want %+v", got, c)
 	}
 	for _, bad := range [][]string{{"-mac", "x"}, {"-mac", testMAC.String(), "-fwd", "1.2.3.4:5"}, {"-mac", testMAC.String(), "extra"}} {
