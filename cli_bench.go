@@ -27,7 +27,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(w, "       tinyvmm bench e2e [flags]      the bench guest under tinyvmm, the no-VM ceiling and QEMU")
 		fmt.Fprintln(w, "       tinyvmm bench boot [flags]     boot time to /init and to exit: tinyvmm vs QEMU microvm vs QEMU q35")
 		fmt.Fprintln(w, "       tinyvmm bench share [flags]    read throughput of a --share file in the guest vs the same read on the host")
-		fmt.Fprintln(w, "       tinyvmm bench usernet [flags]  guest->host TCP throughput over --net user vs the host's loopback")
+		fmt.Fprintln(w, "       tinyvmm bench usernet [flags]  --net user vs QEMU's -netdev user: bulk TCP both ways, round trips, DNS")
 		fmt.Fprintln(w, "Run 'tinyvmm bench NAME --help' for their flags.")
 		if len(args) == 0 {
 			return exitUsage

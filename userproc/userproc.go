@@ -19,6 +19,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The guest's network, laid out as QEMU's user networking lays it out, so
@@ -69,6 +70,15 @@ const (
 	// listening address, in order) or "error MESSAGE", then closed.
 	ReadyFd = 4
 )
+
+// ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
+// on), makes it write its CPU profile to files named after the value:
+// PREFIX.1, PREFIX.2, ..., one per ProfileSegment. It is killed at the
+// end, so a profile written only at exit would never be.
+const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
+
+// ProfileSegment is how much of tinyvmm-usernet's run one profile file covers.
+const ProfileSegment = 2 * time.Second
 
 // HdrSizeMsg opens the link's only control message, 2 bytes from the
 // device's end: HdrSizeMsg, then the vnet header size that the frames

@@ -27,6 +27,9 @@ func main() {
 
 func run(args []string) int {
 	ppid := os.Getppid()
+	if prefix := os.Getenv(userproc.ProfileEnv); prefix != "" {
+		go profile(prefix)
+	}
 	var ready *os.File
 	fail := func(err error) int {
 		if ready == nil || writeLine(ready, userproc.ErrorLine(err)) != nil {
