@@ -23,8 +23,9 @@ const ethHeaderLen = 14
 // one Ethernet frame from the guest, one Write one frame to it, as on the
 // SOCK_SEQPACKET socket of its "bess" protocol. Under it is the other end
 // of the device's socketpair, where each message carries the device's vnet
-// header first: Read takes it off, Write puts a zero one on (no offloads
-// are offered, so no header ever asks for anything).
+// header first: Read takes it off (a TSO super-frame or a partial checksum
+// it announces needs nothing more: see userproc.Offloads), Write puts a
+// zero one on (frames to the guest are whole, their checksums done).
 type frameConn struct {
 	*net.UnixConn
 	hdrLen *atomic.Int32

@@ -40,9 +40,20 @@ func newTestGuest(t *testing.T, b *Backend, mac net.HardwareAddr) *testGuest {
 
 // newTestGuestHdr is newTestGuest with hdrLen-byte vnet headers.
 func newTestGuestHdr(t *testing.T, b *Backend, mac net.HardwareAddr, hdrLen int) *testGuest {
+	return newTestGuestOpts(t, b, mac, hdrLen, false)
+}
+
+// newTestGuestOpts is newTestGuestHdr whose stack, with tso, sends as a
+// Linux guest does on a NIC with TSO and checksum offload: TCP segments
+// of up to 32 KiB, their checksums left partial.
+func newTestGuestOpts(t *testing.T, b *Backend, mac net.HardwareAddr, hdrLen int, tso bool) *testGuest {
 	t.Helper()
 	g := &testGuest{fd: b.Fd(), hdrLen: hdrLen}
 	g.ep = channel.New(256, 1500, tcpip.LinkAddress(mac))
+	if tso {
+		g.ep.SupportedGSOKind = stack.HostGSOSupported
+		g.ep.LinkEPCapabilities = stack.CapabilityTXChecksumOffload
+	}
 	g.s = stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol},

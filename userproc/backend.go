@@ -170,10 +170,9 @@ func (b *Backend) Name() string { return "user" }
 // Fd implements virtionet.Backend.
 func (b *Backend) Fd() int { return b.fd }
 
-// Offloads implements virtionet.Backend: none, so the guest sends and
-// takes whole frames with their checksums done, which is what the gVisor
-// stack reads and writes.
-func (b *Backend) Offloads() uint { return 0 }
+// Offloads implements virtionet.Backend: checksum and IPv4 TSO from the
+// guest (see Offloads in userproc.go).
+func (b *Backend) Offloads() uint { return Offloads }
 
 // MultiFrame implements virtionet.MultiFramer: the device moves batches
 // of frames with sendmmsg and recvmmsg.
@@ -199,10 +198,11 @@ func (b *Backend) SetVnetHdrSize(n int) error {
 	}
 }
 
-// SetOffload implements virtionet.Backend: only none is offered.
+// SetOffload implements virtionet.Backend: frames to the guest never use
+// an offload, so any subset of what was offered will do.
 func (b *Backend) SetOffload(flags uint) error {
-	if flags != 0 {
-		return fmt.Errorf("net user: offloads %#x were never offered", flags)
+	if flags&^Offloads != 0 {
+		return fmt.Errorf("net user: offloads %#x were never offered", flags&^Offloads)
 	}
 	return nil
 }

@@ -71,6 +71,17 @@ const (
 	ReadyFd = 4
 )
 
+// Offloads are the TUNSETOFFLOAD flags the user network takes from the
+// device: checksum offload and TSO over IPv4 (the stack has no IPv6). The
+// guest then hands over TCP super-frames of up to 64 KiB with their
+// checksums left partial, where it would cut 45 frames of 1.5 KiB and sum
+// each: the link carries, and the stack handles, one frame for those 45.
+// The stack takes them as they are: its link endpoint declares receive
+// checksums verified, so it neither checks the partial sum nor minds a
+// segment longer than the MSS it announced. Towards the guest every frame
+// stays whole, with its checksum done and a zero header.
+const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
+
 // ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
 // on), makes it write its CPU profile to files named after the value:
 // PREFIX.1, PREFIX.2, ..., one per ProfileSegment. It is killed at the
