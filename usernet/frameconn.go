@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,9 @@ type frameConn struct {
 	*net.UnixConn
 	hdrLen *atomic.Int32
 	filter *guestFilter
+	tx     *txBatcher
+
+	closeOnce sync.Once
 
 	dropped atomic.Uint64 // guest frames too short for Ethernet or cut short
 }
@@ -88,12 +92,19 @@ func byteAt(h, b []byte, i int) byte {
 	return 0
 }
 
-// Write sends one frame to the guest behind a zero vnet header. It waits
-// while the socket is full (the guest is not taking frames): that is the
-// link's back-pressure; Close ends the wait.
+// Write queues one frame to the guest behind a zero vnet header; the
+// batcher sends it. It waits while the queue is full (the guest is not
+// taking frames): that is the link's back-pressure; Close ends the wait.
+// Without a batcher (userproc.TxSingleEnv) it sends the frame itself.
 func (c *frameConn) Write(b []byte) (int, error) {
 	var hdr [maxVnetHdr]byte
 	h := hdr[:c.hdrLen.Load()]
+	if c.tx != nil {
+		if err := c.tx.write(h, b); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -111,6 +122,16 @@ func (c *frameConn) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return max(n-len(h), 0), nil
+}
+
+// Close closes the socket, which ends a send waiting for room, then the
+// batcher.
+func (c *frameConn) Close() error {
+	err := c.UnixConn.Close()
+	if c.tx != nil {
+		c.closeOnce.Do(c.tx.stop)
+	}
+	return err
 }
 
 // deviceAddr names the device's end in the switch's messages (a

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -127,7 +128,15 @@ func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) 
 	}
 	b := &Backend{fd: devFd, vn: vn, done: make(chan struct{})}
 	b.hdrLen.Store(maxVnetHdr)
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("net user: %v", err)
+	}
 	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen, filter: newGuestFilter(cfg)}
+	if os.Getenv(userproc.TxSingleEnv) == "" {
+		b.conn.tx = newTxBatcher(rc)
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	for _, f := range cfg.Forwards {
 		fw, err := listenForward(b, f)

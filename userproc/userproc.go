@@ -88,6 +88,11 @@ const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
 // end, so a profile written only at exit would never be.
 const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
 
+// TxSingleEnv, set in tinyvmm-usernet's environment, makes it send each
+// frame to the guest with a system call of its own instead of batching
+// them: the benchmark's way to compare the two.
+const TxSingleEnv = "TINYVMM_USERNET_TX_SINGLE"
+
 // ProfileSegment is how much of tinyvmm-usernet's run one profile file covers.
 const ProfileSegment = 2 * time.Second
 

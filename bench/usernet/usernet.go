@@ -91,7 +91,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Runs, "runs", 5, "boots of each system, alternating (medians are reported)")
 	fs.IntVar(&o.RR, "rr", 50, "connect+GET+close round trips per boot")
 	fs.IntVar(&o.DNS, "dns", 50, "DNS lookups per boot")
-	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user)")
+	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1)")
 	fs.StringVar(&o.Net, "net", "user", "the --net of tinyvmm's guest (e.g. user,mtu=9000)")
 	fs.StringVar(&o.RunArgs, "run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
 	fs.StringVar(&o.QEMU, "qemu", "qemu-system-x86_64", "QEMU's `binary`")
@@ -110,7 +110,8 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 		return cliflag.Usagef("--net %q: this benchmark is for a user network (user[,...])", o.Net)
 	}
 	for _, s := range strings.Split(*systems, ",") {
-		if s != "tinyvmm" && s != "qemu" {
+		env, hasEnv := strings.CutPrefix(s, "tinyvmm:")
+		if hasEnv && !strings.Contains(env, "=") || !hasEnv && s != "tinyvmm" && s != "qemu" {
 			return cliflag.Usagef("--systems: unknown system %q (tinyvmm, qemu)", s)
 		}
 		o.Systems = append(o.Systems, s)
@@ -378,8 +379,8 @@ func GuestScript(sizeMiB, rr, lookups, sinkPort, webPort int) string {
 // boot runs one guest of sys to its end and returns its console.
 func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, error) {
 	var cmd *exec.Cmd
-	switch sys {
-	case "tinyvmm":
+	switch {
+	case strings.HasPrefix(sys, "tinyvmm"):
 		self, err := os.Executable()
 		if err != nil {
 			return "", err
@@ -387,10 +388,14 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 		args := append([]string{"run", "--net", o.Net, "--timeout", "20m"}, strings.Fields(o.RunArgs)...)
 		args = append(args, "--", "sh", "-c", script)
 		cmd = exec.Command(self, args...)
-		if profile != "" {
-			cmd.Env = append(os.Environ(), userproc.ProfileEnv+"="+profile)
+		cmd.Env = os.Environ()
+		if env, ok := strings.CutPrefix(sys, "tinyvmm:"); ok {
+			cmd.Env = append(cmd.Env, env)
 		}
-	case "qemu":
+		if profile != "" {
+			cmd.Env = append(cmd.Env, userproc.ProfileEnv+"="+profile)
+		}
+	case sys == "qemu":
 		argv, _ := json.Marshal([]string{"sh", "-c", script})
 		cmdline := "console=ttyS0 reboot=k panic=-1 quiet tinyvmm.cmd=" + base64.RawURLEncoding.EncodeToString(argv)
 		cmd = exec.Command(o.QEMU, "-accel", "kvm", "-M", "q35", "-cpu", "host", "-m", "256M", "-smp", "1",
@@ -433,8 +438,9 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 	for _, s := range o.Systems {
 		fmt.Fprintf(w, " %12s", s)
 	}
-	if len(o.Systems) == 2 {
-		fmt.Fprintf(w, " %14s", o.Systems[0]+"/"+o.Systems[1])
+	q := slices.Index(o.Systems, "qemu")
+	if q >= 0 && len(o.Systems) > 1 {
+		fmt.Fprintf(w, " %14s", "tinyvmm/qemu")
 	}
 	fmt.Fprintf(w, "   runs\n")
 	for _, c := range cells {
@@ -453,9 +459,9 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 			fmt.Fprintf(w, " %12.2f", m)
 			all = append(all, s+" "+floats(v))
 		}
-		if len(meds) == 2 {
-			if meds[1] > 0 {
-				fmt.Fprintf(w, " %14.2f", meds[0]/meds[1])
+		if q >= 0 && len(o.Systems) > 1 {
+			if meds[q] > 0 {
+				fmt.Fprintf(w, " %14.2f", meds[0]/meds[q])
 			} else {
 				fmt.Fprintf(w, " %14s", "-")
 			}
