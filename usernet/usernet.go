@@ -91,7 +91,7 @@ func Open(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("net user: socketpair: %v", err)
 	}
-	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	userproc.SetSendBuffer(fds[0], sockBuf)
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
@@ -121,7 +121,7 @@ func Attach(fd int, cfg Config) (*Backend, error) {
 // attach serves the switch on switchFd (which it takes) and opens the
 // forwards; devFd is the device's end if it is in this process, else -1.
 func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) (*Backend, error) {
-	unix.SetsockoptInt(switchFd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	userproc.SetSendBuffer(switchFd, sockBuf)
 	uc, err := unixConn(switchFd)
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The guest's network, laid out as QEMU's user networking lays it out, so
@@ -81,6 +83,38 @@ const (
 // segment longer than the MSS it announced. Towards the guest every frame
 // stays whole, with its checksum done and a zero header.
 const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
+
+// OffloadsFor is Offloads for a device's end with sndbuf bytes of send
+// buffer: without TSO below TSOMinSendBuffer.
+func OffloadsFor(sndbuf int) uint {
+	if sndbuf < TSOMinSendBuffer {
+		return Offloads &^ 0x02
+	}
+	return Offloads
+}
+
+// SetSendBuffer asks for a send buffer of want bytes on the socket fd:
+// past net.core.wmem_max if the process may (CAP_NET_ADMIN, as root),
+// else up to it. It returns what the socket got. The device drops a
+// frame the socket has no room for, as a full tap queue does, so the
+// room is what a burst of the guest's frames can fill before a loss.
+func SetSendBuffer(fd, want int) int {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, want) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, want) // best effort
+	}
+	got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil {
+		return 0
+	}
+	return got / 2 // Linux reports twice what it accounts frames against
+}
+
+// TSOMinSendBuffer is the least send buffer on the device's end for which
+// TSO is offered: room for a burst of 16 super-frames of 64 KiB. Below it
+// (an unprivileged user under a default net.core.wmem_max of 208 KiB, three
+// super-frames) the guest's bursts would overflow the socket and lose
+// frames, which costs TCP far more than the super-frames save.
+const TSOMinSendBuffer = 1 << 20
 
 // ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
 // on), makes it write its CPU profile to files named after the value:

@@ -81,6 +81,8 @@ type Options struct {
 	QEMUPreload            string
 	Profile                string // tinyvmm-usernet's CPU profile, last tinyvmm boot
 	JSON                   string
+	ShowConsole            int           // lines of each boot's console to show
+	BootTimeout            time.Duration // one boot's bound
 }
 
 // MainUsernet runs the benchmark.
@@ -100,6 +102,8 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Initrd, "initrd", "out/guest/initramfs.cpio", "the guest `initramfs` (both systems)")
 	fs.StringVar(&o.Profile, "cpuprofile", "", "write tinyvmm-usernet's CPU profile of the last tinyvmm boot to `PREFIX`.N, one file per 2 s (go tool pprof merges them)")
 	fs.StringVar(&o.JSON, "json", "", "write every run's numbers to `FILE`")
+	fs.DurationVar(&o.BootTimeout, "boot-timeout", 5*time.Minute, "bound on one boot, all its cells")
+	fs.IntVar(&o.ShowConsole, "show-console", 0, "show the last `N` lines of each boot's console (with --run-args --stats: tinyvmm's device counters)")
 	if err := cliflag.Parse(fs, "bench usernet", args); err != nil {
 		return err
 	}
@@ -303,6 +307,9 @@ func run(o Options, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, res.Error)
 			}
 			fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, cellLine(res.Cells))
+			if o.ShowConsole > 0 {
+				fmt.Fprintf(stderr, "%s\n", tail(console, o.ShowConsole))
+			}
 			results = append(results, res)
 		}
 	}
@@ -367,10 +374,14 @@ func port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 func GuestScript(sizeMiB, rr, lookups, sinkPort, webPort int) string {
 	gw := userproc.GatewayIP
 	return strings.Join([]string{
+		"echo cell g2h",
 		fmt.Sprintf("dd if=/dev/zero bs=1M count=%d 2>/dev/null | nc %s %d", sizeMiB, gw, sinkPort),
+		"echo cell h2g",
 		fmt.Sprintf("wget -q -O /dev/null http://%s:%d/bulk", gw, webPort),
 		fmt.Sprintf("wget -q -O /dev/null http://%s:%d/h2gdone", gw, webPort),
+		"echo cell rr",
 		fmt.Sprintf("i=0; while [ $i -lt %d ]; do wget -q -O /dev/null http://%s:%d/rr || exit 1; i=$((i+1)); done", rr, gw, webPort),
+		"echo cell dns",
 		fmt.Sprintf("i=0; while [ $i -lt %d ]; do nslookup %s >/dev/null || exit 1; i=$((i+1)); done", lookups, DNSName),
 		"echo BENCH-USERNET-DONE",
 	}, " && ")
@@ -385,7 +396,7 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 		if err != nil {
 			return "", err
 		}
-		args := append([]string{"run", "--net", o.Net, "--timeout", "20m"}, strings.Fields(o.RunArgs)...)
+		args := append([]string{"run", "--net", o.Net, "--timeout", o.BootTimeout.String()}, strings.Fields(o.RunArgs)...)
 		args = append(args, "--", "sh", "-c", script)
 		cmd = exec.Command(self, args...)
 		cmd.Env = os.Environ()
@@ -416,9 +427,9 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(20 * time.Minute):
+	case <-time.After(o.BootTimeout + 10*time.Second):
 		cmd.Process.Kill()
-		err = errors.New("timed out after 20m")
+		err = fmt.Errorf("timed out after %v", o.BootTimeout)
 		<-done
 	}
 	out := console.String()
