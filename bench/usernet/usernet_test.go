@@ -102,3 +102,12 @@ func TestDNSAnswer(t *testing.T) {
 		t.Errorf("rate %v, want 1/s", r)
 	}
 }
+
+// Without lookups the script leaves the DNS cell out and still ends with
+// the marker.
+func TestGuestScriptWithoutDNS(t *testing.T) {
+	s := GuestScript(1, 2, 0, 1, 2)
+	if strings.Contains(s, "nslookup") || strings.Contains(s, "cell dns") || !strings.HasSuffix(s, "&& echo BENCH-USERNET-DONE") {
+		t.Errorf("script %q", s)
+	}
+}
