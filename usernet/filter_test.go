@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,13 +38,7 @@ func sendFrame(t *testing.T, fd int, msg []byte) {
 // cam is the switch's table of learned MACs.
 func cam(t *testing.T, b *Backend) map[string]int {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	b.vn.ServicesMux().ServeHTTP(rec, httptest.NewRequest("GET", "/cam", nil))
-	var m map[string]int
-	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
-		t.Fatalf("/cam: %v (%q)", err, rec.Body.String())
-	}
-	return m
+	return b.vn.sw.CAM()
 }
 
 // A guest sending from made-up source MACs must not grow the switch's

@@ -28,8 +28,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/containers/gvisor-tap-vsock/pkg/types"
-	"github.com/containers/gvisor-tap-vsock/pkg/virtualnetwork"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -64,7 +62,7 @@ type Backend struct {
 	fd     int
 	hdrLen atomic.Int32
 	conn   *frameConn
-	vn     *virtualnetwork.VirtualNetwork
+	vn     *network
 	fwds   []*forwarder
 
 	ctx    context.Context
@@ -120,7 +118,7 @@ func Attach(fd int, cfg Config) (*Backend, error) {
 
 // attach serves the switch on switchFd (which it takes) and opens the
 // forwards; devFd is the device's end if it is in this process, else -1.
-func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) (*Backend, error) {
+func attach(vn *network, switchFd, devFd int, cfg Config) (*Backend, error) {
 	userproc.SetSendBuffer(switchFd, sockBuf)
 	uc, err := unixConn(switchFd)
 	if err != nil {
@@ -152,7 +150,7 @@ func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) 
 	go func() {
 		defer b.wg.Done()
 		defer close(b.done)
-		if err := vn.AcceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
+		if err := vn.acceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
 			b.errMu.Lock()
 			b.err = err
 			b.errMu.Unlock()
@@ -165,7 +163,7 @@ func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) 
 }
 
 // newNetwork is the gVisor gateway for cfg (its MTU defaulted in place).
-func newNetwork(cfg *Config) (*virtualnetwork.VirtualNetwork, error) {
+func newNetwork(cfg *Config) (*network, error) {
 	if len(cfg.MAC) != 6 {
 		return nil, fmt.Errorf("net user: the guest's MAC %v is not 6 bytes", cfg.MAC)
 	}
@@ -173,22 +171,11 @@ func newNetwork(cfg *Config) (*virtualnetwork.VirtualNetwork, error) {
 		cfg.MTU = 1500
 	}
 	quietLogs.Do(func() { logrus.SetOutput(io.Discard) })
-	vn, err := virtualnetwork.New(&types.Configuration{
-		MTU:               cfg.MTU,
-		Subnet:            Subnet,
-		GatewayIP:         GatewayIP,
-		GatewayMacAddress: gatewayMAC,
-		DHCPStaticLeases:  map[string]string{GuestIP: cfg.MAC.String()},
-		NAT:               map[string]string{GatewayIP: hostLoop},
-		DNS: []types.Zone{{Name: dnsZone + ".", Records: []types.Record{
-			{Name: "host", IP: net.ParseIP(GatewayIP)},
-		}}},
-		Protocol: types.BessProtocol,
-	})
+	n, err := newGateway(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)
 	}
-	return vn, nil
+	return n, nil
 }
 
 // unixConn makes fd (the switch's end) a *net.UnixConn on Go's poller.
