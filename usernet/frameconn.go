@@ -26,7 +26,8 @@ const ethHeaderLen = 14
 // of the device's socketpair, where each message carries the device's vnet
 // header first: Read takes it off (a TSO super-frame or a partial checksum
 // it announces needs nothing more: see userproc.Offloads), Write puts a
-// zero one on (frames to the guest are whole, their checksums done).
+// zero one on (the switch's frames are whole, their checksums done), and
+// writeFrame the one gsoLink made for a super-frame.
 type frameConn struct {
 	*net.UnixConn
 	hdrLen *atomic.Int32
@@ -34,6 +35,8 @@ type frameConn struct {
 	tx     *txBatcher
 
 	closeOnce sync.Once
+
+	guestOffloads atomic.Uint32 // TUNSETOFFLOAD flags the guest takes (OffloadMsg)
 
 	dropped atomic.Uint64 // guest frames too short for Ethernet or cut short
 }
@@ -70,6 +73,10 @@ func (c *frameConn) Read(b []byte) (int, error) {
 				c.hdrLen.Store(int32(sz))
 			}
 			continue
+		case n == 2 && flags&unix.MSG_TRUNC == 0 && byteAt(h, b, 0) == userproc.OffloadMsg:
+			// Which offloads the guest takes (userproc.Backend.SetOffload).
+			c.guestOffloads.Store(uint32(byteAt(h, b, 1)))
+			continue
 		case n < len(h)+ethHeaderLen || flags&unix.MSG_TRUNC != 0:
 			c.dropped.Add(1)
 			continue
@@ -98,7 +105,11 @@ func byteAt(h, b []byte, i int) byte {
 // Without a batcher (userproc.TxSingleEnv) it sends the frame itself.
 func (c *frameConn) Write(b []byte) (int, error) {
 	var hdr [maxVnetHdr]byte
-	h := hdr[:c.hdrLen.Load()]
+	return c.writeFrame(hdr[:c.hdrLen.Load()], b)
+}
+
+// writeFrame sends frame behind h, a vnet header of the current size.
+func (c *frameConn) writeFrame(h, b []byte) (int, error) {
 	if c.tx != nil {
 		if err := c.tx.write(h, b); err != nil {
 			return 0, err

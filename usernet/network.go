@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 
@@ -21,6 +22,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"tinyvmm/userproc"
 )
 
 // network is the gateway: gvisor-tap-vsock's switch, link endpoint and
@@ -35,6 +38,7 @@ import (
 type network struct {
 	stack *stack.Stack
 	sw    *tap.Switch
+	link  *gsoLink
 }
 
 const nicID = 1
@@ -58,6 +62,7 @@ func newGateway(cfg *Config) (*network, error) {
 	sw := tap.NewSwitch(false)
 	ep.Connect(sw)
 	sw.Connect(ep)
+	link := &gsoLink{LinkEndpoint: ep, direct: os.Getenv(userproc.NoGSOEnv) == ""}
 
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
@@ -70,7 +75,7 @@ func newGateway(cfg *Config) (*network, error) {
 			return nil, errors.New(err.String())
 		}
 	}
-	if err := s.CreateNIC(nicID, ep); err != nil {
+	if err := s.CreateNIC(nicID, link); err != nil {
 		return nil, errors.New(err.String())
 	}
 	gw := tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())
@@ -120,7 +125,7 @@ func newGateway(cfg *Config) (*network, error) {
 		return nil, err
 	}
 	go dhcpServer.Serve()
-	return &network{stack: s, sw: sw}, nil
+	return &network{stack: s, sw: sw, link: link}, nil
 }
 
 // acceptBess serves the switch on conn until it ends.

@@ -135,6 +135,7 @@ func attach(vn *network, switchFd, devFd int, cfg Config) (*Backend, error) {
 	if os.Getenv(userproc.TxSingleEnv) == "" {
 		b.conn.tx = newTxBatcher(rc)
 	}
+	vn.link.conn.Store(b.conn)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	for _, f := range cfg.Forwards {
 		fw, err := listenForward(b, f)

@@ -374,7 +374,13 @@ func TestAttachEndsWhenDeviceEndCloses(t *testing.T) {
 
 // A bulk transfer from the host's loopback to the guest arrives whole:
 // the stack's frames to the guest go out in batches (txBatcher).
-func TestBulkTransferFromHost(t *testing.T) {
+func TestBulkTransferFromHost(t *testing.T) { bulkFromHost(t, false) }
+
+// The same to a guest that takes TSO (told in band, as the device tells
+// it), with GSO on: the data comes in super-frames.
+func TestBulkTransferFromHostGSO(t *testing.T) { bulkFromHost(t, true) }
+
+func bulkFromHost(t *testing.T, gso bool) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -389,8 +395,16 @@ func TestBulkTransferFromHost(t *testing.T) {
 		defer c.Close()
 		io.Copy(c, io.LimitReader(zeroReader{}, size))
 	}()
+	if !gso {
+		t.Setenv(userproc.NoGSOEnv, "1")
+	}
 	b := open(t, Config{})
-	g := newTestGuest(t, b, testMAC)
+	if gso {
+		if err := unix.Send(b.Fd(), []byte{userproc.OffloadMsg, 0x03}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := newTestGuestOpts(t, b, testMAC, maxVnetHdr, gso)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -399,6 +413,11 @@ func TestBulkTransferFromHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	defer func() {
+		if in := g.gsoIn.Load(); gso && in == 0 || !gso && in != 0 {
+			t.Errorf("%d super-frames reached the guest (GSO %v)", in, gso)
+		}
+	}()
 	c.SetDeadline(time.Now().Add(60 * time.Second))
 	start := time.Now()
 	n, err := io.Copy(io.Discard, c)

@@ -186,7 +186,12 @@ func (b *Backend) SetVnetHdrSize(n int) error {
 	if n < 0 || n > 12 {
 		return fmt.Errorf("net user: vnet header of %d bytes", n)
 	}
-	msg := []byte{HdrSizeMsg, byte(n)}
+	return b.control(HdrSizeMsg, byte(n), "the header size")
+}
+
+// control sends the child one of the link's control messages.
+func (b *Backend) control(kind, val byte, what string) error {
+	msg := []byte{kind, val}
 	deadline := time.Now().Add(time.Second)
 	for {
 		err := unix.Send(b.fd, msg, unix.MSG_DONTWAIT)
@@ -194,19 +199,20 @@ func (b *Backend) SetVnetHdrSize(n int) error {
 			return nil
 		}
 		if err != unix.EAGAIN || time.Now().After(deadline) {
-			return fmt.Errorf("net user: telling %s the header size: %v", Program, err)
+			return fmt.Errorf("net user: telling %s %s: %v", Program, what, err)
 		}
 		time.Sleep(time.Millisecond) // the child is behind on a burst
 	}
 }
 
-// SetOffload implements virtionet.Backend: frames to the guest never use
-// an offload, so any subset of what was offered will do.
+// SetOffload implements virtionet.Backend: any subset of what was offered
+// will do; the child hears which (OffloadMsg), and sends the guest TSO
+// super-frames with partial checksums only if it takes them.
 func (b *Backend) SetOffload(flags uint) error {
 	if flags&^Offloads != 0 {
 		return fmt.Errorf("net user: offloads %#x were never offered", flags&^Offloads)
 	}
-	return nil
+	return b.control(OffloadMsg, byte(flags), "the guest's offloads")
 }
 
 // Forwards returns the host address each hostfwd listens on, in order.

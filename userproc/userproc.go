@@ -80,8 +80,10 @@ const (
 // each: the link carries, and the stack handles, one frame for those 45.
 // The stack takes them as they are: its link endpoint declares receive
 // checksums verified, so it neither checks the partial sum nor minds a
-// segment longer than the MSS it announced. Towards the guest every frame
-// stays whole, with its checksum done and a zero header.
+// segment longer than the MSS it announced. Towards a guest that takes
+// them (OffloadMsg), the stack's TCP goes out the same way: super-frames
+// of up to 32 KiB, their checksums partial, behind a vnet header that says
+// so, as a tap with TSO hands them over.
 const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
 
 // OffloadsFor is Offloads for a device's end with sndbuf bytes of send
@@ -122,6 +124,13 @@ const TSOMinSendBuffer = 1 << 20
 // end, so a profile written only at exit would never be.
 const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
 
+// NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending
+// a guest that takes TSO (OffloadMsg) TCP super-frames of up to 32 KiB
+// with partial checksums, straight to the link, and has it send 1.5 KiB
+// frames, each with its checksum done, through gvisor-tap-vsock's switch:
+// the benchmark's way to compare the two.
+const NoGSOEnv = "TINYVMM_USERNET_NO_GSO"
+
 // TxSingleEnv, set in tinyvmm-usernet's environment, makes it send each
 // frame to the guest with a system call of its own instead of batching
 // them: the benchmark's way to compare the two.
@@ -130,12 +139,17 @@ const TxSingleEnv = "TINYVMM_USERNET_TX_SINGLE"
 // ProfileSegment is how much of tinyvmm-usernet's run one profile file covers.
 const ProfileSegment = 2 * time.Second
 
-// HdrSizeMsg opens the link's only control message, 2 bytes from the
+// HdrSizeMsg opens one of the link's two control messages, 2 bytes from the
 // device's end: HdrSizeMsg, then the vnet header size that the frames
 // after it carry. Every frame from the device is longer (its header alone
 // is 10 or 12 bytes), so the two cannot be confused; the socket keeps
 // their order.
 const HdrSizeMsg = 0xf0
+
+// OffloadMsg is the link's other control message, 2 bytes from the
+// device's end: OffloadMsg, then the TUNSETOFFLOAD flags the guest takes
+// (checksum 0x01, TSO over IPv4 0x02): which frames the child may send it.
+const OffloadMsg = 0xf1
 
 // Args is the child's command line for c (after the program name).
 func (c Config) Args() []string {
