@@ -30,7 +30,6 @@ const readyTimeout = 10 * time.Second
 // It implements virtionet.Backend and virtionet.MultiFramer.
 type Backend struct {
 	fd       int
-	sndbuf   int // the device's end's send buffer
 	forwards []string
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the child has been waited for
@@ -83,7 +82,7 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 	link := os.NewFile(uintptr(fds[1]), "usernet-link")
 	defer link.Close() // the child has its copy
 	// Without privilege it is capped at net.core.wmem_max.
-	sndbuf := SetSendBuffer(fds[0], sockBuf)
+	SetSendBuffer(fds[0], sockBuf)
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("net user: %v", err)
@@ -104,7 +103,7 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		Pdeathsig: syscall.SIGKILL,
 		Setpgid:   true,
 	}
-	b := &Backend{fd: fds[0], sndbuf: sndbuf, cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{}), ready: make(chan struct{})}
+	b := &Backend{fd: fds[0], cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{}), ready: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig follows the forking thread, not the process: this
@@ -171,10 +170,9 @@ func (b *Backend) Name() string { return "user" }
 // Fd implements virtionet.Backend.
 func (b *Backend) Fd() int { return b.fd }
 
-// Offloads implements virtionet.Backend: checksum and IPv4 TSO from the
-// guest (see Offloads in userproc.go), TSO only if the socket has room
-// for a burst of super-frames (TSOMinSendBuffer).
-func (b *Backend) Offloads() uint { return OffloadsFor(b.sndbuf) }
+// Offloads implements virtionet.Backend: checksum and IPv4 TSO (see
+// Offloads in userproc.go).
+func (b *Backend) Offloads() uint { return Offloads }
 
 // MultiFrame implements virtionet.MultiFramer: the device moves batches
 // of frames with sendmmsg and recvmmsg.

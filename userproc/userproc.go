@@ -86,15 +86,6 @@ const (
 // so, as a tap with TSO hands them over.
 const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
 
-// OffloadsFor is Offloads for a device's end with sndbuf bytes of send
-// buffer: without TSO below TSOMinSendBuffer.
-func OffloadsFor(sndbuf int) uint {
-	if sndbuf < TSOMinSendBuffer {
-		return Offloads &^ 0x02
-	}
-	return Offloads
-}
-
 // SetSendBuffer asks for a send buffer of want bytes on the socket fd:
 // past net.core.wmem_max if the process may (CAP_NET_ADMIN, as root),
 // else up to it. It returns what the socket got. The device drops a
@@ -110,19 +101,6 @@ func SetSendBuffer(fd, want int) int {
 	}
 	return got / 2 // Linux reports twice what it accounts frames against
 }
-
-// TSOMinSendBuffer is the least send buffer on the device's end for which
-// TSO is offered: room for a burst of 16 super-frames of 64 KiB. Below it
-// (an unprivileged user under a default net.core.wmem_max of 208 KiB, three
-// super-frames) the guest's bursts would overflow the socket and lose
-// frames, which costs TCP far more than the super-frames save.
-const TSOMinSendBuffer = 1 << 20
-
-// ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
-// on), makes it write its CPU profile to files named after the value:
-// PREFIX.1, PREFIX.2, ..., one per ProfileSegment. It is killed at the
-// end, so a profile written only at exit would never be.
-const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
 
 // NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending
 // a guest that takes TSO (OffloadMsg) TCP super-frames of up to 32 KiB
