@@ -120,6 +120,9 @@ func kernelAcrossTheLink(t *testing.T, offloads byte, wantGSO bool) {
 	}
 	mibs := func(d time.Duration) float64 { return float64(size>>20) / d.Seconds() }
 	t.Logf("host->kernel %.0f MiB/s, kernel->host %.0f MiB/s; super-frames %d to the kernel, %d from it", mibs(h2g), mibs(g2h), to, from)
+	if tx := b.conn.tx; tx != nil && tx.calls.Load() > 0 {
+		t.Logf("to the kernel: %d frames in %d sendmmsg calls (%.1f each)", tx.frames.Load(), tx.calls.Load(), float64(tx.frames.Load())/float64(tx.calls.Load()))
+	}
 }
 
 // openTap attaches to the persistent tap name with 12-byte vnet headers

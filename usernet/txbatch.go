@@ -3,6 +3,7 @@ package usernet
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -28,6 +29,8 @@ type txBatcher struct {
 
 	kick chan struct{}
 	done chan struct{}
+
+	calls, frames atomic.Uint64 // sendmmsg calls that sent, frames sent
 }
 
 // txQueueMax bounds the frames queued ahead of the socket (about 384 KiB
@@ -150,6 +153,8 @@ func (t *txBatcher) send(batch [][]byte, msgs []mmsghdr, iovs []unix.Iovec) erro
 		if err != nil {
 			return err
 		}
+		t.calls.Add(1)
+		t.frames.Add(uint64(sent))
 		batch = batch[sent:]
 	}
 	return nil
