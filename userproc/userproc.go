@@ -102,6 +102,12 @@ func SetSendBuffer(fd, want int) int {
 	return got / 2 // Linux reports twice what it accounts frames against
 }
 
+// ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
+// on), makes it write its CPU profile to files named after the value:
+// PREFIX.1, PREFIX.2, ..., one per ProfileSegment. It is killed at the
+// end, so a profile written only at exit would never be.
+const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
+
 // NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending
 // a guest that takes TSO (OffloadMsg) TCP super-frames of up to 32 KiB
 // with partial checksums, straight to the link, and has it send 1.5 KiB
