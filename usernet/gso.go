@@ -18,8 +18,9 @@ import (
 // one frame with a vnet header saying so, as a tap with TSO would.
 type gsoLink struct {
 	*tap.LinkEndpoint
-	direct bool
-	conn   atomic.Pointer[frameConn]
+	gateway tcpip.Address
+	direct  bool
+	conn    atomic.Pointer[frameConn]
 }
 
 // gsoMaxSize bounds a super-frame to the guest; gVisor's own links
@@ -67,6 +68,15 @@ func (l *gsoLink) write(c *frameConn, pkt *stack.PacketBuffer) tcpip.Error {
 	src := l.LinkAddress()
 	if r.LocalLinkAddress != "" {
 		src = r.LocalLinkAddress
+	}
+	if pkt.NetworkProtocolNumber == header.ARPProtocolNumber {
+		// The stack answers ARP for every address (it is the NAT); a
+		// reply about any but the gateway's own would claim the guest's
+		// address, or a neighbour's, as gvisor-tap-vsock's link knows.
+		if a := header.ARP(pkt.NetworkHeader().Slice()); a.IsValid() && a.Op() == header.ARPReply &&
+			tcpip.AddrFromSlice(a.ProtocolAddressSender()) != l.gateway {
+			return nil
+		}
 	}
 	eth := header.Ethernet(pkt.LinkHeader().Push(header.EthernetMinimumSize))
 	eth.Encode(&header.EthernetFields{Type: pkt.NetworkProtocolNumber, SrcAddr: src, DstAddr: r.RemoteLinkAddress})

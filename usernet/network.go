@@ -62,7 +62,8 @@ func newGateway(cfg *Config) (*network, error) {
 	sw := tap.NewSwitch(false)
 	ep.Connect(sw)
 	sw.Connect(ep)
-	link := &gsoLink{LinkEndpoint: ep, direct: os.Getenv(userproc.NoGSOEnv) == ""}
+	link := &gsoLink{LinkEndpoint: ep, direct: os.Getenv(userproc.NoGSOEnv) == "",
+		gateway: tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())}
 
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},

@@ -74,3 +74,45 @@ func TestGatewayOffersSACK(t *testing.T) {
 	}
 	t.Fatal("no SYN-ACK from the gateway in 20 s")
 }
+
+// The gateway answers ARP for its own address only: the stack would
+// answer for any (it is the NAT), which would claim the guest's own
+// address when it checks it is free.
+func TestGatewayAnswersARPForItselfOnly(t *testing.T) {
+	b := open(t, Config{})
+	arp := func(target string) []byte {
+		f := make([]byte, header.EthernetMinimumSize+header.ARPSize)
+		header.Ethernet(f).Encode(&header.EthernetFields{SrcAddr: tcpip.LinkAddress(testMAC), DstAddr: header.EthernetBroadcastAddress, Type: header.ARPProtocolNumber})
+		a := header.ARP(f[header.EthernetMinimumSize:])
+		a.SetIPv4OverEthernet()
+		a.SetOp(header.ARPRequest)
+		copy(a.HardwareAddressSender(), testMAC)
+		copy(a.ProtocolAddressSender(), net.ParseIP(GuestIP).To4())
+		copy(a.ProtocolAddressTarget(), net.ParseIP(target).To4())
+		return append(make([]byte, maxVnetHdr), f...)
+	}
+	sendFrame(t, b.Fd(), arp(GuestIP))     // the guest checking its own address
+	sendFrame(t, b.Fd(), arp("10.0.2.77")) // a neighbour
+	sendFrame(t, b.Fd(), arp(GatewayIP))
+	buf := make([]byte, 65536)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		unix.Poll([]unix.PollFd{{Fd: int32(b.Fd()), Events: unix.POLLIN}}, 100)
+		n, err := unix.Read(b.Fd(), buf)
+		if err != nil || n < maxVnetHdr+header.EthernetMinimumSize+header.ARPSize {
+			continue
+		}
+		f := buf[maxVnetHdr:n]
+		if header.Ethernet(f).Type() != header.ARPProtocolNumber {
+			continue
+		}
+		a := header.ARP(f[header.EthernetMinimumSize:])
+		if a.Op() != header.ARPReply {
+			continue
+		}
+		if who := net.IP(a.ProtocolAddressSender()).String(); who != GatewayIP {
+			t.Fatalf("the gateway answered ARP for %s", who)
+		}
+		return // the replies come in order: none came for the others
+	}
+	t.Fatal("no ARP reply for the gateway in 20 s")
+}
