@@ -13,7 +13,7 @@ import (
 func TestNetUserOptions(t *testing.T) {
 	var nets []vmm.NetConfig
 	for _, arg := range []string{
-		"user,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=tcp::2222-10.0.2.15:22,mtu=9000",
+		"user,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=tcp::2222-10.0.2.15:22,mtu=9000,restrict=on",
 		"user",
 	} {
 		if err := (netsValue{&nets}).Set(arg); err != nil {
@@ -26,6 +26,9 @@ func TestNetUserOptions(t *testing.T) {
 	want := []userproc.Forward{{Host: "127.0.0.1:8080", GuestPort: 80}, {Host: "127.0.0.1:2222", GuestPort: 22}}
 	if got := nets[0].User.Forwards; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("forwards %+v, want %+v", got, want)
+	}
+	if !nets[0].User.Restrict || nets[1].User.Restrict {
+		t.Errorf("restrict %v %v, want on for the first only", nets[0].User.Restrict, nets[1].User.Restrict)
 	}
 	if nets[0].MTU != 9000 || nets[0].Ifname != "user0" || nets[1].Ifname != "user1" || nets[0].IO != "" {
 		t.Errorf("mtu %d, names %q %q, io %q", nets[0].MTU, nets[0].Ifname, nets[1].Ifname, nets[0].IO)
@@ -48,6 +51,8 @@ func TestNetUserRefusals(t *testing.T) {
 		"user,tap=t0":                       "takes no tap=",
 		"user,io=uring":                     "takes no tap=, af_packet= or io=",
 		"tap=t0,hostfwd=tcp::80-:80":        "hostfwd= is for a user network",
+		"tap=t0,restrict=on":                "restrict= is for a user network",
+		"user,restrict=maybe":               "use on",
 		"usr":                               "did you mean --net user?",
 		"mtu=1500,user":                     "expected tap=NAME",
 	} {

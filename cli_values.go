@@ -74,10 +74,11 @@ func formatSize(n uint64) string {
 // netsValue collects repeated --net tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N]
 // [,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...]
 // (or af_packet=IFNAME instead of tap=NAME: join a host interface; or user
-// [,hostfwd=tcp:HOSTADDR:HPORT-:GPORT]...: a user-mode network, no root).
+// [,hostfwd=tcp:HOSTADDR:HPORT-:GPORT]...[,restrict=on]: a user-mode
+// network, no root).
 type netsValue struct{ nets *[]vmm.NetConfig }
 
-const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...], af_packet=IFNAME[,...] or user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...[,...]"
+const netUsage = "tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=BYTES/s[:BURST]][,tx-rate=...][,rx-pps=N[:BURST]][,tx-pps=...], af_packet=IFNAME[,...] or user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]...[,restrict=on][,...]"
 
 func (v netsValue) String() string { return "" }
 
@@ -139,6 +140,18 @@ func (v netsValue) Set(s string) error {
 				return err
 			}
 			n.User.Forwards = append(n.User.Forwards, f)
+		case "restrict":
+			if n.User == nil {
+				return fmt.Errorf("--net %q: restrict= is for a user network: --net user,restrict=on", s)
+			}
+			switch val {
+			case "on", "yes":
+				n.User.Restrict = true
+			case "off", "no":
+				n.User.Restrict = false
+			default:
+				return fmt.Errorf("--net restrict=%q: use on (the guest reaches only DHCP, DNS and its hostfwd ports) or off", val)
+			}
 		case "rx-rate", "tx-rate", "rx-pps", "tx-pps":
 			b, err := ratelimit.ParseBucket(val)
 			if err != nil {

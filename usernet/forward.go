@@ -65,7 +65,7 @@ func (fw *forwarder) accept() {
 // ways until either side is done.
 func (fw *forwarder) serve(host net.Conn) {
 	ctx, cancel := context.WithTimeout(fw.b.ctx, dialGuestTimeout)
-	guest, err := fw.b.vn.DialContextTCP(ctx, fw.guest)
+	guest, err := fw.b.vn.dialGuest(ctx, fw.guest)
 	cancel()
 	if err != nil {
 		host.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -23,17 +24,26 @@ const ethHeaderLen = 14
 // one Ethernet frame from the guest, one Write one frame to it, as on the
 // SOCK_SEQPACKET socket of its "bess" protocol. Under it is the other end
 // of the device's socketpair, where each message carries the device's vnet
-// header first: Read takes it off, Write puts a zero one on (no offloads
-// are offered, so no header ever asks for anything).
+// header first: Read takes it off (a TSO super-frame or a partial checksum
+// it announces needs nothing more: see userproc.Offloads), Write puts a
+// zero one on (the switch's frames are whole, their checksums done), and
+// writeFrame the one gsoLink made for a super-frame.
 type frameConn struct {
 	*net.UnixConn
 	hdrLen *atomic.Int32
+	filter *guestFilter
+	tx     *txBatcher
+
+	closeOnce sync.Once
+
+	guestOffloads atomic.Uint32 // TUNSETOFFLOAD flags the guest takes (OffloadMsg)
 
 	dropped atomic.Uint64 // guest frames too short for Ethernet or cut short
 }
 
 // Read returns the next frame the guest sent that is at least an Ethernet
-// header long; shorter or truncated ones are dropped and counted.
+// header long and that the filter allows; shorter or truncated ones are
+// dropped and counted, the filter counts its own.
 func (c *frameConn) Read(b []byte) (int, error) {
 	var hdr [maxVnetHdr]byte
 	rc, err := c.SyscallConn()
@@ -63,8 +73,15 @@ func (c *frameConn) Read(b []byte) (int, error) {
 				c.hdrLen.Store(int32(sz))
 			}
 			continue
+		case n == 2 && flags&unix.MSG_TRUNC == 0 && byteAt(h, b, 0) == userproc.OffloadMsg:
+			// Which offloads the guest takes (userproc.Backend.SetOffload).
+			c.guestOffloads.Store(uint32(byteAt(h, b, 1)))
+			continue
 		case n < len(h)+ethHeaderLen || flags&unix.MSG_TRUNC != 0:
 			c.dropped.Add(1)
+			continue
+		}
+		if !c.filter.allow(b[:n-len(h)]) {
 			continue
 		}
 		return n - len(h), nil
@@ -82,12 +99,23 @@ func byteAt(h, b []byte, i int) byte {
 	return 0
 }
 
-// Write sends one frame to the guest behind a zero vnet header. It waits
-// while the socket is full (the guest is not taking frames): that is the
-// link's back-pressure; Close ends the wait.
+// Write queues one frame to the guest behind a zero vnet header; the
+// batcher sends it. It waits while the queue is full (the guest is not
+// taking frames): that is the link's back-pressure; Close ends the wait.
+// Without a batcher (userproc.TxSingleEnv) it sends the frame itself.
 func (c *frameConn) Write(b []byte) (int, error) {
 	var hdr [maxVnetHdr]byte
-	h := hdr[:c.hdrLen.Load()]
+	return c.writeFrame(hdr[:c.hdrLen.Load()], b)
+}
+
+// writeFrame sends frame behind h, a vnet header of the current size.
+func (c *frameConn) writeFrame(h, b []byte) (int, error) {
+	if c.tx != nil {
+		if err := c.tx.write(h, b); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -105,6 +133,16 @@ func (c *frameConn) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return max(n-len(h), 0), nil
+}
+
+// Close closes the socket, which ends a send waiting for room, then the
+// batcher.
+func (c *frameConn) Close() error {
+	err := c.UnixConn.Close()
+	if c.tx != nil {
+		c.closeOnce.Do(c.tx.stop)
+	}
+	return err
 }
 
 // deviceAddr names the device's end in the switch's messages (a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ type testGuest struct {
 	ep     *channel.Endpoint
 	fd     int
 	hdrLen int
+	gsoIn  atomic.Int64 // super-frames received (vnet header gso_type set)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -40,9 +42,21 @@ func newTestGuest(t *testing.T, b *Backend, mac net.HardwareAddr) *testGuest {
 
 // newTestGuestHdr is newTestGuest with hdrLen-byte vnet headers.
 func newTestGuestHdr(t *testing.T, b *Backend, mac net.HardwareAddr, hdrLen int) *testGuest {
+	return newTestGuestOpts(t, b, mac, hdrLen, false)
+}
+
+// newTestGuestOpts is newTestGuestHdr whose stack, with tso, sends as a
+// Linux guest does on a NIC with TSO and checksum offload: TCP segments
+// of up to 32 KiB, their checksums left partial.
+func newTestGuestOpts(t *testing.T, b *Backend, mac net.HardwareAddr, hdrLen int, tso bool) *testGuest {
 	t.Helper()
 	g := &testGuest{fd: b.Fd(), hdrLen: hdrLen}
 	g.ep = channel.New(256, 1500, tcpip.LinkAddress(mac))
+	if tso {
+		g.ep.SupportedGSOKind = stack.HostGSOSupported
+		// Takes the gateway's super-frames with partial checksums too.
+		g.ep.LinkEPCapabilities = stack.CapabilityTXChecksumOffload | stack.CapabilityRXChecksumOffload
+	}
 	g.s = stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol},
@@ -103,6 +117,9 @@ func (g *testGuest) rx(ctx context.Context) {
 		n, _, _, _, err := unix.RecvmsgBuffers(g.fd, [][]byte{hdr, buf}, nil, unix.MSG_DONTWAIT)
 		if err != nil || n <= g.hdrLen {
 			continue
+		}
+		if g.hdrLen >= 2 && hdr[1] != 0 {
+			g.gsoIn.Add(1)
 		}
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[:n-g.hdrLen])})
 		g.ep.InjectInbound(header.EthernetProtocolAll, pkt)

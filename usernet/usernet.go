@@ -24,11 +24,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 
-	"github.com/containers/gvisor-tap-vsock/pkg/types"
-	"github.com/containers/gvisor-tap-vsock/pkg/virtualnetwork"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
@@ -63,7 +62,7 @@ type Backend struct {
 	fd     int
 	hdrLen atomic.Int32
 	conn   *frameConn
-	vn     *virtualnetwork.VirtualNetwork
+	vn     *network
 	fwds   []*forwarder
 
 	ctx    context.Context
@@ -90,7 +89,7 @@ func Open(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("net user: socketpair: %v", err)
 	}
-	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+	userproc.SetSendBuffer(fds[0], sockBuf)
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
@@ -119,15 +118,24 @@ func Attach(fd int, cfg Config) (*Backend, error) {
 
 // attach serves the switch on switchFd (which it takes) and opens the
 // forwards; devFd is the device's end if it is in this process, else -1.
-func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) (*Backend, error) {
-	unix.SetsockoptInt(switchFd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf) // best effort
+func attach(vn *network, switchFd, devFd int, cfg Config) (*Backend, error) {
+	userproc.SetSendBuffer(switchFd, sockBuf)
 	uc, err := unixConn(switchFd)
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)
 	}
 	b := &Backend{fd: devFd, vn: vn, done: make(chan struct{})}
 	b.hdrLen.Store(maxVnetHdr)
-	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("net user: %v", err)
+	}
+	b.conn = &frameConn{UnixConn: uc, hdrLen: &b.hdrLen, filter: newGuestFilter(cfg)}
+	if os.Getenv(userproc.TxSingleEnv) == "" {
+		b.conn.tx = newTxBatcher(rc)
+	}
+	vn.link.conn.Store(b.conn)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	for _, f := range cfg.Forwards {
 		fw, err := listenForward(b, f)
@@ -143,7 +151,7 @@ func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) 
 	go func() {
 		defer b.wg.Done()
 		defer close(b.done)
-		if err := vn.AcceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
+		if err := vn.acceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
 			b.errMu.Lock()
 			b.err = err
 			b.errMu.Unlock()
@@ -156,7 +164,7 @@ func attach(vn *virtualnetwork.VirtualNetwork, switchFd, devFd int, cfg Config) 
 }
 
 // newNetwork is the gVisor gateway for cfg (its MTU defaulted in place).
-func newNetwork(cfg *Config) (*virtualnetwork.VirtualNetwork, error) {
+func newNetwork(cfg *Config) (*network, error) {
 	if len(cfg.MAC) != 6 {
 		return nil, fmt.Errorf("net user: the guest's MAC %v is not 6 bytes", cfg.MAC)
 	}
@@ -164,22 +172,11 @@ func newNetwork(cfg *Config) (*virtualnetwork.VirtualNetwork, error) {
 		cfg.MTU = 1500
 	}
 	quietLogs.Do(func() { logrus.SetOutput(io.Discard) })
-	vn, err := virtualnetwork.New(&types.Configuration{
-		MTU:               cfg.MTU,
-		Subnet:            Subnet,
-		GatewayIP:         GatewayIP,
-		GatewayMacAddress: gatewayMAC,
-		DHCPStaticLeases:  map[string]string{GuestIP: cfg.MAC.String()},
-		NAT:               map[string]string{GatewayIP: hostLoop},
-		DNS: []types.Zone{{Name: dnsZone + ".", Records: []types.Record{
-			{Name: "host", IP: net.ParseIP(GatewayIP)},
-		}}},
-		Protocol: types.BessProtocol,
-	})
+	n, err := newGateway(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)
 	}
-	return vn, nil
+	return n, nil
 }
 
 // unixConn makes fd (the switch's end) a *net.UnixConn on Go's poller.
@@ -204,10 +201,9 @@ func (b *Backend) Name() string { return "user" }
 // Fd implements virtionet.Backend.
 func (b *Backend) Fd() int { return b.fd }
 
-// Offloads implements virtionet.Backend: none, so the guest sends and
-// takes whole frames with their checksums done, which is what the gVisor
-// stack reads and writes.
-func (b *Backend) Offloads() uint { return 0 }
+// Offloads implements virtionet.Backend: checksum and IPv4 TSO from the
+// guest (userproc.Offloads says why the stack takes them as they are).
+func (b *Backend) Offloads() uint { return userproc.Offloads }
 
 // MultiFrame implements virtionet.MultiFramer: the device moves batches
 // of frames with sendmmsg and recvmmsg.
@@ -224,10 +220,11 @@ func (b *Backend) SetVnetHdrSize(n int) error {
 	return nil
 }
 
-// SetOffload implements virtionet.Backend: only none is offered.
+// SetOffload implements virtionet.Backend: frames to the guest never use
+// an offload, so any subset of what was offered will do.
 func (b *Backend) SetOffload(flags uint) error {
-	if flags != 0 {
-		return fmt.Errorf("net user: offloads %#x were never offered", flags)
+	if flags&^userproc.Offloads != 0 {
+		return fmt.Errorf("net user: offloads %#x were never offered", flags&^userproc.Offloads)
 	}
 	return nil
 }
@@ -244,6 +241,13 @@ func (b *Backend) Forwards() []string {
 // Dropped counts the guest's frames left out for being shorter than an
 // Ethernet header.
 func (b *Backend) Dropped() uint64 { return b.conn.dropped.Load() }
+
+// Spoofed counts the guest's frames dropped for a source MAC other than
+// the NIC's.
+func (b *Backend) Spoofed() uint64 { return b.conn.filter.spoofed.Load() }
+
+// Refused counts the guest's frames that restrict kept from the stack.
+func (b *Backend) Refused() uint64 { return b.conn.filter.refused.Load() }
 
 // Done is closed when the switch has let go of the link: Close, or the
 // device's end closed.

@@ -81,8 +81,8 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 	}
 	link := os.NewFile(uintptr(fds[1]), "usernet-link")
 	defer link.Close() // the child has its copy
-	// Best effort: without privilege it is capped.
-	unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf)
+	// Without privilege it is capped at net.core.wmem_max.
+	SetSendBuffer(fds[0], sockBuf)
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("net user: %v", err)
@@ -184,10 +184,9 @@ func (b *Backend) Name() string { return "user" }
 // Fd implements virtionet.Backend.
 func (b *Backend) Fd() int { return b.fd }
 
-// Offloads implements virtionet.Backend: none, so the guest sends and
-// takes whole frames with their checksums done, which is what the gVisor
-// stack reads and writes.
-func (b *Backend) Offloads() uint { return 0 }
+// Offloads implements virtionet.Backend: checksum and IPv4 TSO (see
+// Offloads in userproc.go).
+func (b *Backend) Offloads() uint { return Offloads }
 
 // MultiFrame implements virtionet.MultiFramer: the device moves batches
 // of frames with sendmmsg and recvmmsg.
@@ -199,7 +198,12 @@ func (b *Backend) SetVnetHdrSize(n int) error {
 	if n < 0 || n > 12 {
 		return fmt.Errorf("net user: vnet header of %d bytes", n)
 	}
-	msg := []byte{HdrSizeMsg, byte(n)}
+	return b.control(HdrSizeMsg, byte(n), "the header size")
+}
+
+// control sends the child one of the link's control messages.
+func (b *Backend) control(kind, val byte, what string) error {
+	msg := []byte{kind, val}
 	deadline := time.Now().Add(time.Second)
 	for {
 		err := unix.Send(b.fd, msg, unix.MSG_DONTWAIT)
@@ -207,18 +211,20 @@ func (b *Backend) SetVnetHdrSize(n int) error {
 			return nil
 		}
 		if err != unix.EAGAIN || time.Now().After(deadline) {
-			return fmt.Errorf("net user: telling %s the header size: %v", Program, err)
+			return fmt.Errorf("net user: telling %s %s: %v", Program, what, err)
 		}
 		time.Sleep(time.Millisecond) // the child is behind on a burst
 	}
 }
 
-// SetOffload implements virtionet.Backend: only none is offered.
+// SetOffload implements virtionet.Backend: any subset of what was offered
+// will do; the child hears which (OffloadMsg), and sends the guest TSO
+// super-frames with partial checksums only if it takes them.
 func (b *Backend) SetOffload(flags uint) error {
-	if flags != 0 {
-		return fmt.Errorf("net user: offloads %#x were never offered", flags)
+	if flags&^Offloads != 0 {
+		return fmt.Errorf("net user: offloads %#x were never offered", flags&^Offloads)
 	}
-	return nil
+	return b.control(OffloadMsg, byte(flags), "the guest's offloads")
 }
 
 // Forwards returns the host address each hostfwd listens on, in order.

@@ -19,6 +19,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The guest's network, laid out as QEMU's user networking lays it out, so
@@ -46,6 +49,11 @@ type Config struct {
 	// Forwards are TCP listeners on the host whose connections go to a
 	// port of the guest (hostfwd=).
 	Forwards []Forward
+	// Restrict (restrict=on, as in QEMU) keeps the guest from reaching
+	// the host or anything beyond it: it gets DHCP and DNS from the
+	// gateway and answers connections that come in through Forwards,
+	// nothing else.
+	Restrict bool
 }
 
 // Forward is one hostfwd=tcp:HOSTADDR:HPORT-:GPORT.
@@ -65,18 +73,76 @@ const (
 	ReadyFd = 4
 )
 
-// HdrSizeMsg opens the link's only control message, 2 bytes from the
+// Offloads are the TUNSETOFFLOAD flags the user network takes from the
+// device: checksum offload and TSO over IPv4 (the stack has no IPv6). The
+// guest then hands over TCP super-frames of up to 64 KiB with their
+// checksums left partial, where it would cut 45 frames of 1.5 KiB and sum
+// each: the link carries, and the stack handles, one frame for those 45.
+// The stack takes them as they are: its link endpoint declares receive
+// checksums verified, so it neither checks the partial sum nor minds a
+// segment longer than the MSS it announced. Towards a guest that takes
+// them (OffloadMsg), the stack's TCP goes out the same way: super-frames
+// of up to 32 KiB, their checksums partial, behind a vnet header that says
+// so, as a tap with TSO hands them over.
+const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
+
+// SetSendBuffer asks for a send buffer of want bytes on the socket fd:
+// past net.core.wmem_max if the process may (CAP_NET_ADMIN, as root),
+// else up to it. It returns what the socket got. The device drops a
+// frame the socket has no room for, as a full tap queue does, so the
+// room is what a burst of the guest's frames can fill before a loss.
+func SetSendBuffer(fd, want int) int {
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, want) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, want) // best effort
+	}
+	got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil {
+		return 0
+	}
+	return got / 2 // Linux reports twice what it accounts frames against
+}
+
+// ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
+// on), makes it write its CPU profile to files named after the value:
+// PREFIX.1, PREFIX.2, ..., one per ProfileSegment. It is killed at the
+// end, so a profile written only at exit would never be.
+const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
+
+// NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending
+// a guest that takes TSO (OffloadMsg) TCP super-frames of up to 32 KiB
+// with partial checksums, straight to the link, and has it send 1.5 KiB
+// frames, each with its checksum done, through gvisor-tap-vsock's switch:
+// the benchmark's way to compare the two.
+const NoGSOEnv = "TINYVMM_USERNET_NO_GSO"
+
+// TxSingleEnv, set in tinyvmm-usernet's environment, makes it send each
+// frame to the guest with a system call of its own instead of batching
+// them: the benchmark's way to compare the two.
+const TxSingleEnv = "TINYVMM_USERNET_TX_SINGLE"
+
+// ProfileSegment is how much of tinyvmm-usernet's run one profile file covers.
+const ProfileSegment = 2 * time.Second
+
+// HdrSizeMsg opens one of the link's two control messages, 2 bytes from the
 // device's end: HdrSizeMsg, then the vnet header size that the frames
 // after it carry. Every frame from the device is longer (its header alone
 // is 10 or 12 bytes), so the two cannot be confused; the socket keeps
 // their order.
 const HdrSizeMsg = 0xf0
 
+// OffloadMsg is the link's other control message, 2 bytes from the
+// device's end: OffloadMsg, then the TUNSETOFFLOAD flags the guest takes
+// (checksum 0x01, TSO over IPv4 0x02): which frames the child may send it.
+const OffloadMsg = 0xf1
+
 // Args is the child's command line for c (after the program name).
 func (c Config) Args() []string {
 	args := []string{"-mac", c.MAC.String(), "-mtu", strconv.Itoa(c.MTU)}
 	for _, f := range c.Forwards {
 		args = append(args, "-fwd", f.Host+"="+strconv.Itoa(int(f.GuestPort)))
+	}
+	if c.Restrict {
+		args = append(args, "-restrict")
 	}
 	return args
 }
@@ -89,6 +155,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&mac, "mac", "", "the guest's `MAC`")
 	fs.IntVar(&c.MTU, "mtu", 1500, "the link's `MTU`")
+	fs.BoolVar(&c.Restrict, "restrict", false, "the guest reaches only DHCP, DNS and its hostfwd ports")
 	fs.Func("fwd", "a hostfwd, `HOSTADDR:PORT=GUESTPORT` (repeatable)", func(s string) error {
 		host, gport, ok := strings.Cut(s, "=")
 		p, err := strconv.ParseUint(gport, 10, 16)

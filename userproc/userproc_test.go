@@ -1,6 +1,8 @@
 package userproc
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -31,7 +33,9 @@ func withChild(t *testing.T) {
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, Program), "tinyvmm/cmd/tinyvmm-usernet").CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, Program), "tinyvmm/cmd/tinyvmm-usernet")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = errors.New(string(out))
 		}
@@ -148,12 +152,12 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestArgsRoundTrip(t *testing.T) {
-	c := Config{MAC: testMAC, MTU: 9000, Forwards: []Forward{{"127.0.0.1:8080", 80}, {"0.0.0.0:2222", 22}}}
+	c := Config{MAC: testMAC, MTU: 9000, Forwards: []Forward{{"127.0.0.1:8080", 80}, {"0.0.0.0:2222", 22}}, Restrict: true}
 	got, err := ParseArgs(c.Args())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.MAC.String() != c.MAC.String() || got.MTU != 9000 || len(got.Forwards) != 2 || got.Forwards[1] != c.Forwards[1] {
+	if got.MAC.String() != c.MAC.String() || got.MTU != 9000 || len(got.Forwards) != 2 || got.Forwards[1] != c.Forwards[1] || !got.Restrict {
 		t.Errorf("%+v, want %+v", got, c)
 	}
 	for _, bad := range [][]string{{"-mac", "x"}, {"-mac", testMAC.String(), "-fwd", "1.2.3.4:5"}, {"-mac", testMAC.String(), "extra"}} {
@@ -189,5 +193,106 @@ func TestCloseLogsNothing(t *testing.T) {
 			t.Fatalf("close %d of %d logged %q", i+1, runs, logged)
 		}
 		mu.Unlock()
+	}
+}
+
+// The child runs with no privilege it could use: no_new_privs, no
+// capabilities, and, started as root, user and group nobody with no
+// supplementary groups. It still carries a guest's connection to the
+// host's loopback (the SYN below makes it dial the test's listener).
+func TestChildRunsWithoutPrivilege(t *testing.T) {
+	withChild(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b, err := Start(Config{MAC: testMAC}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(st), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	want := map[string]string{"NoNewPrivs": "1", "CapEff": "0000000000000000", "CapPrm": "0000000000000000", "CapAmb": "0000000000000000"}
+	if os.Geteuid() == 0 {
+		want["CapBnd"] = "0000000000000000"
+		want["Uid"] = "65534 65534 65534 65534"
+		want["Gid"] = "65534 65534 65534 65534"
+		want["Groups"] = ""
+	}
+	for k, v := range want {
+		if fields[k] != v {
+			t.Errorf("child's %s: %q, want %q", k, fields[k], v)
+		}
+	}
+
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	msg := append(make([]byte, 12), synFrame(testMAC, port)...) // behind a 12-byte vnet header
+	if err := syscall.Sendmsg(b.fd, msg, nil, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("the guest's SYN to the gateway did not reach the host's loopback: %v", err)
+	}
+	c.Close()
+}
+
+// synFrame is a TCP SYN from GuestIP:40000 to GatewayIP:port, broadcast
+// (the gateway takes it), with valid checksums.
+func synFrame(mac net.HardwareAddr, port uint16) []byte {
+	ip := make([]byte, 20)
+	ip[0], ip[8], ip[9] = 0x45, 64, 6
+	binary.BigEndian.PutUint16(ip[2:4], 40)
+	copy(ip[12:16], net.ParseIP(GuestIP).To4())
+	copy(ip[16:20], net.ParseIP(GatewayIP).To4())
+	binary.BigEndian.PutUint16(ip[10:12], ^csum(0, ip))
+	tcp := make([]byte, 20)
+	binary.BigEndian.PutUint16(tcp[0:2], 40000)
+	binary.BigEndian.PutUint16(tcp[2:4], port)
+	binary.BigEndian.PutUint32(tcp[4:8], 12345)
+	tcp[12], tcp[13] = 5<<4, 0x02
+	binary.BigEndian.PutUint16(tcp[14:16], 65535)
+	pseudo := append(append([]byte{}, ip[12:20]...), 0, 6, 0, 20)
+	binary.BigEndian.PutUint16(tcp[16:18], ^csum(csum(0, pseudo), tcp))
+	f := append(bytes.Repeat([]byte{0xff}, 6), mac...)
+	f = append(f, 0x08, 0x00)
+	return append(append(f, ip...), tcp...)
+}
+
+// csum adds b to the ones'-complement sum s (b of even length).
+func csum(s uint16, b []byte) uint16 {
+	sum := uint32(s)
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}
+
+// As root the link's send buffer goes past net.core.wmem_max.
+func TestSendBufferPastWmemMax(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	if got := SetSendBuffer(fds[0], 4<<20); os.Geteuid() == 0 && got != 4<<20 {
+		t.Errorf("as root the send buffer is %d, want 4 MiB past wmem_max", got)
+	} else if got <= 0 {
+		t.Errorf("send buffer %d", got)
 	}
 }

@@ -1,25 +1,45 @@
-// Package usernetbench is `tinyvmm-lab bench usernet`: guest-to-host TCP throughput
-// over --net user (usernet's gVisor gateway).
+// Package usernetbench is `tinyvmm-lab bench usernet`: tinyvmm's --net user
+// (tinyvmm-usernet, a gVisor stack in a process of its own) against QEMU's
+// -netdev user (libslirp), the same guest kernel and initramfs on an
+// ordinary virtio-net-pci NIC in each, booted alternately, RUNS times.
 //
-// The guest sends SIZE MiB of zeros with busybox (`dd | nc 10.0.2.2
-// PORT`) to a listener on the host's 127.0.0.1, RUNS times in one boot;
-// the host times each connection from its first byte to its end, so the
-// boot is not counted. The same transfer from a Go client on the host's
-// loopback is the ceiling beside it. Everything runs in a network
-// namespace the benchmark creates (root), whose loopback is the only
-// network: the guest's traffic cannot leave through the NAT.
+// In each boot the guest runs four cells against servers the benchmark
+// runs on the host's 127.0.0.1, reached through the gateway 10.0.2.2
+// (the host's loopback for both):
+//   - g2h: `dd | nc` sends SIZE MiB; the host times it from the first
+//     byte to the end of data;
+//   - h2g: `wget` fetches SIZE MiB over HTTP; the host times it from the
+//     request to the guest's next request, which comes once the whole
+//     body has arrived;
+//   - rr: RR connections, each a `wget` of a short page: connect, request,
+//     response, close; timed by the host from the first to the last;
+//   - dns: DNS lookups with `nslookup`, which the gateway's DNS server
+//     passes to the host's resolver (no /etc/resolv.conf: 127.0.0.1:53,
+//     where the benchmark answers); timed from the first to the last.
+//
+// Each cell is reported as a median and as tinyvmm/QEMU. The same bulk
+// transfer from a Go client on the host's loopback is the ceiling.
+// Everything runs in a network namespace the benchmark creates (root),
+// whose loopback is its only network: nothing leaves through either NAT.
 package usernetbench
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
@@ -41,89 +61,488 @@ func (t Transfer) MiBs() float64 {
 	return float64(t.Bytes) / (1 << 20) / t.Elapsed.Seconds()
 }
 
+// The cells, in the order the guest runs them.
+var cells = []struct{ key, name, unit string }{
+	{"g2h", "guest -> host TCP", "MiB/s"},
+	{"h2g", "host -> guest TCP (wget)", "MiB/s"},
+	{"rr", "connect+GET+close", "/s"},
+	{"dns", "DNS lookups", "/s"},
+}
+
+// DNSName is what the guest looks up; the benchmark's DNS server answers
+// it.
+const DNSName = "bench.usernet.test."
+
+// Options are bench usernet's flags.
+type Options struct {
+	SizeMiB, Runs, RR, DNS int
+	Systems                []string
+	Net, RunArgs           string
+	QEMU, Kernel, Initrd   string
+	QEMUPreload, QEMUAccel string
+	Profile                string // tinyvmm-usernet's CPU profile, last tinyvmm boot
+	JSON                   string
+	ShowConsole            int           // lines of each boot's console to show
+	BootTimeout            time.Duration // one boot's bound
+}
+
 // MainUsernet runs the benchmark.
 func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench usernet", flag.ContinueOnError)
-	size := fs.Int("size", 64, "`MiB` sent per run")
-	runs := fs.Int("runs", 3, "transfers in the guest's one boot (the median is reported)")
-	netSpec := fs.String("net", "user", "the --net of the guest (e.g. user,mtu=9000)")
-	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm bench usernet [flags]   guest->host TCP throughput over --net user vs the host's loopback\n\nFlags:", args, stdout); help || err != nil {
+	var o Options
+	fs.IntVar(&o.SizeMiB, "size", 16, "`MiB` per bulk transfer (g2h and h2g)")
+	fs.IntVar(&o.Runs, "runs", 5, "boots of each system, alternating (medians are reported)")
+	fs.IntVar(&o.RR, "rr", 50, "connect+GET+close round trips per boot")
+	fs.IntVar(&o.DNS, "dns", 50, "DNS lookups per boot")
+	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1)")
+	fs.StringVar(&o.Net, "net", "user", "the --net of tinyvmm's guest (e.g. user,mtu=9000)")
+	fs.StringVar(&o.RunArgs, "run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
+	fs.StringVar(&o.QEMU, "qemu", "qemu-system-x86_64", "QEMU's `binary`")
+	fs.StringVar(&o.QEMUAccel, "qemu-accel", "kvm", "QEMU's -accel (tcg where there is no /dev/kvm)")
+	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (in the nested L1: no-io-uring.so, as bench e2e)")
+	fs.StringVar(&o.Kernel, "kernel", "out/guest/bzImage", "the guest `kernel` (both systems)")
+	fs.StringVar(&o.Initrd, "initrd", "out/guest/initramfs.cpio", "the guest `initramfs` (both systems)")
+	fs.StringVar(&o.Profile, "cpuprofile", "", "write tinyvmm-usernet's CPU profile of the last tinyvmm boot to `PREFIX`.N, one file per 2 s (go tool pprof merges them)")
+	fs.StringVar(&o.JSON, "json", "", "write every run's numbers to `FILE`")
+	fs.DurationVar(&o.BootTimeout, "boot-timeout", 5*time.Minute, "bound on one boot, all its cells")
+	fs.IntVar(&o.ShowConsole, "show-console", 0, "show the last `N` lines of each boot's console (with --run-args --stats: tinyvmm's device counters)")
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm-lab bench usernet [flags]   --net user vs QEMU's -netdev user: bulk TCP both ways, round trips, DNS", args, stdout); help || err != nil {
 		return err
 	}
-	if *size < 1 || *runs < 1 {
-		return cliflag.Usagef("--size and --runs must be at least 1")
+	if o.SizeMiB < 1 || o.Runs < 1 || o.RR < 2 || o.DNS < 2 {
+		return cliflag.Usagef("--size and --runs must be at least 1, --rr and --dns at least 2")
 	}
-	if !strings.HasPrefix(*netSpec, "user") {
-		return cliflag.Usagef("--net %q: this benchmark is for a user network (user[,...])", *netSpec)
+	if !strings.HasPrefix(o.Net, "user") {
+		return cliflag.Usagef("--net %q: this benchmark is for a user network (user[,...])", o.Net)
+	}
+	for _, s := range strings.Split(*systems, ",") {
+		env, hasEnv := strings.CutPrefix(s, "tinyvmm:")
+		if hasEnv && !strings.Contains(env, "=") || !hasEnv && s != "tinyvmm" && s != "qemu" {
+			return cliflag.Usagef("--systems: unknown system %q (tinyvmm, qemu)", s)
+		}
+		o.Systems = append(o.Systems, s)
 	}
 	if why := scratchns.Usable(); why != "" {
 		return fmt.Errorf("bench usernet %s (it runs in a network namespace of its own)", why)
 	}
+	if ns := outsideNameserver(); ns != "" {
+		fmt.Fprintf(stderr, "bench usernet: /etc/resolv.conf names %s, outside the namespace: the DNS cell is left out (both gateways ask the host's resolver, 127.0.0.1:53 only without resolv.conf)\n", ns)
+		o.DNS = 0
+	}
+	if slices.Contains(o.Systems, "qemu") {
+		if _, err := exec.LookPath(o.QEMU); err != nil {
+			fmt.Fprintf(stderr, "bench usernet: no %s: QEMU's column is left out\n", o.QEMU)
+			o.Systems = slices.DeleteFunc(o.Systems, func(s string) bool { return s == "qemu" })
+		}
+	}
+	if len(o.Systems) == 0 {
+		return errors.New("bench usernet: no system to run")
+	}
+	return run(o, stdout, stderr)
+}
+
+// host is the benchmark's servers on the namespace's 127.0.0.1.
+type host struct {
+	sink       net.Listener // g2h
+	web        net.Listener // h2g and rr
+	size       int64
+	mu         sync.Mutex
+	h2gStart   time.Time
+	h2gEnd     time.Time
+	rrTimes    []time.Time
+	dnsTimes   []time.Time
+	dnsConn    net.PacketConn
+	g2h        chan Transfer
+	stopAccept chan struct{}
+}
+
+func (h *host) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.h2gStart, h.h2gEnd, h.rrTimes, h.dnsTimes = time.Time{}, time.Time{}, nil, nil
+}
+
+func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	switch r.URL.Path {
+	case "/bulk":
+		h.mu.Lock()
+		h.h2gStart = now
+		h.mu.Unlock()
+		w.Header().Set("Content-Length", fmt.Sprint(h.size))
+		buf := make([]byte, 256<<10)
+		for left := h.size; left > 0; left -= int64(len(buf)) {
+			if _, err := w.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+				return
+			}
+		}
+	case "/h2gdone":
+		h.mu.Lock()
+		h.h2gEnd = now
+		h.mu.Unlock()
+	case "/rr":
+		h.mu.Lock()
+		h.rrTimes = append(h.rrTimes, now)
+		h.mu.Unlock()
+		io.WriteString(w, "ok\n")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// serveDNS answers DNSName's A query with a TEST-NET address, every
+// other name with NXDOMAIN, and notes when each A query for DNSName came.
+func (h *host) serveDNS(pc net.PacketConn) {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		if reply := h.answer(buf[:n]); reply != nil {
+			pc.WriteTo(reply, from)
+		}
+	}
+}
+
+func (h *host) answer(query []byte) []byte {
+	var p dnsmessage.Parser
+	hdr, err := p.Start(query)
+	if err != nil || hdr.Response {
+		return nil
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil
+	}
+	rh := dnsmessage.Header{ID: hdr.ID, Response: true, Authoritative: true, RecursionDesired: hdr.RecursionDesired, RecursionAvailable: true}
+	ours := strings.EqualFold(q.Name.String(), DNSName)
+	if !ours {
+		rh.RCode = dnsmessage.RCodeNameError
+	}
+	b := dnsmessage.NewBuilder(nil, rh)
+	b.StartQuestions()
+	b.Question(q)
+	if ours && q.Type == dnsmessage.TypeA {
+		h.mu.Lock()
+		h.dnsTimes = append(h.dnsTimes, time.Now())
+		h.mu.Unlock()
+		b.StartAnswers()
+		b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}, dnsmessage.AResource{A: [4]byte{192, 0, 2, 1}})
+	}
+	out, err := b.Finish()
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// Result is one boot's cells (0 where a cell did not finish).
+type Result struct {
+	System string
+	Run    int
+	Cells  map[string]float64
+	Error  string `json:",omitempty"`
+}
+
+func run(o Options, stdout, stderr io.Writer) error {
 	ns, err := scratchns.New("tvbu")
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	bytes := int64(*size) << 20
+	bytes := int64(o.SizeMiB) << 20
 
-	ceiling, err := loopbackCeiling(ns, bytes, *runs)
+	ceiling, err := loopbackCeiling(ns, bytes, 3)
 	if err != nil {
 		return fmt.Errorf("host loopback: %v", err)
 	}
 
-	var ln net.Listener
-	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp4", "127.0.0.1:0"); return }); err != nil {
+	h := &host{size: bytes, g2h: make(chan Transfer, 1)}
+	if err := ns.Do(func() (err error) {
+		if h.sink, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		if h.web, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		if h.dnsConn, err = net.ListenPacket("udp4", "127.0.0.1:53"); err != nil {
+			return fmt.Errorf("the DNS cell's server: %v", err)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	got := make(chan []Transfer, 1)
-	go func() { got <- receive(ln, *runs) }()
+	defer h.sink.Close()
+	go h.serveDNS(h.dnsConn)
+	defer h.dnsConn.Close()
+	srv := &http.Server{Handler: h}
+	go srv.Serve(h.web)
+	defer srv.Close()
+	go func() {
+		for {
+			tr := receive(h.sink, 1)
+			if len(tr) == 0 {
+				close(h.g2h)
+				return
+			}
+			h.g2h <- tr[0]
+		}
+	}()
 
-	vmm, err := tinyvmmbin.Path()
-	if err != nil {
-		return err
-	}
-	runArgs := append([]string{"run", "--net", *netSpec, "--timeout", "20m"}, strings.Fields(*extra)...)
-	runArgs = append(runArgs, "--", "sh", "-c", GuestScript(*size, *runs, port))
-	cmd := exec.Command(vmm, runArgs...)
-	var console strings.Builder
-	cmd.Stdout, cmd.Stderr = &console, stderr
-	if err := ns.Do(cmd.Start); err != nil {
-		return err
-	}
-	runErr := cmd.Wait()
-	ln.Close() // ends receive if the guest sent fewer runs
-	guest := <-got
-	if runErr != nil || len(guest) < *runs {
-		return fmt.Errorf("guest: %v after %d of %d transfers; its console:\n%s", runErr, len(guest), *runs, tail(console.String(), 20))
-	}
-	for i, tr := range guest {
-		if tr.Bytes != bytes {
-			return fmt.Errorf("guest transfer %d: %d bytes arrived, %d sent", i+1, tr.Bytes, bytes)
+	script := GuestScript(o.SizeMiB, o.RR, o.DNS, port(h.sink), port(h.web))
+	var results []Result
+	for r := 0; r < o.Runs; r++ {
+		order := o.Systems
+		if r%2 == 1 { // alternate who goes first
+			order = slices.Clone(o.Systems)
+			slices.Reverse(order)
+		}
+		for _, sys := range order {
+			h.reset()
+			drain(h.g2h)
+			profile := ""
+			if sys == "tinyvmm" && o.Profile != "" && r == o.Runs-1 {
+				profile = o.Profile
+			}
+			console, err := boot(ns, o, sys, script, profile)
+			res := Result{System: sys, Run: r + 1, Cells: map[string]float64{}}
+			collect(h, bytes, o, &res)
+			if err != nil || len(res.Cells) < len(cells) {
+				res.Error = fmt.Sprintf("%v; %d of %d cells; console:\n%s", err, len(res.Cells), len(cells), tail(console, 15))
+				fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, res.Error)
+			}
+			fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, cellLine(res.Cells))
+			if o.ShowConsole > 0 {
+				fmt.Fprintf(stderr, "%s\n", tail(console, o.ShowConsole))
+			}
+			results = append(results, res)
 		}
 	}
-	fmt.Fprintf(stdout, "guest -> host TCP over --net %s: %d MiB per run, %d runs (MiB/s)\n", *netSpec, *size, *runs)
-	fmt.Fprintf(stdout, "%-34s %10s   %s\n", "", "median", "runs")
-	for _, row := range []struct {
-		name string
-		t    []Transfer
-	}{
-		{"guest dd | nc 10.0.2.2 (--net user)", guest},
-		{"host Go client on 127.0.0.1", ceiling},
-	} {
-		fmt.Fprintf(stdout, "%-34s %10.1f   %s\n", row.name, median(row.t), rates(row.t))
+	if o.JSON != "" {
+		j, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(o.JSON, j, 0o644); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(stdout, "guest/host %34.1f%%\n", 100*median(guest)/median(ceiling))
+	report(stdout, o, results, ceiling)
 	return nil
 }
 
-// GuestScript is what the guest runs: runs transfers of size MiB to the
-// gateway's port (the host's 127.0.0.1), stopping at the first failure.
-func GuestScript(size, runs, port int) string {
-	return fmt.Sprintf("i=0; while [ $i -lt %d ]; do dd if=/dev/zero bs=1M count=%d 2>/dev/null | nc %s %d || exit 1; i=$((i+1)); done",
-		runs, size, userproc.GatewayIP, port)
+// collect turns what the host's servers saw in one boot into cells.
+func collect(h *host, bytes int64, o Options, res *Result) {
+	select {
+	case tr, ok := <-h.g2h:
+		if ok && tr.Bytes == bytes {
+			res.Cells["g2h"] = tr.MiBs()
+		}
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.h2gStart.IsZero() && h.h2gEnd.After(h.h2gStart) {
+		res.Cells["h2g"] = float64(bytes) / (1 << 20) / h.h2gEnd.Sub(h.h2gStart).Seconds()
+	}
+	if r := rate(h.rrTimes, o.RR); r > 0 {
+		res.Cells["rr"] = r
+	}
+	if o.DNS == 0 {
+		res.Cells["dns"] = 0 // left out
+	} else if r := rate(h.dnsTimes, o.DNS); r > 0 {
+		res.Cells["dns"] = r
+	}
+}
+
+// rate is events per second from the first to the last of want events.
+func rate(ts []time.Time, want int) float64 {
+	if len(ts) < want || want < 2 {
+		return 0
+	}
+	d := ts[want-1].Sub(ts[0])
+	if d <= 0 {
+		return 0
+	}
+	return float64(want-1) / d.Seconds()
+}
+
+func drain(c chan Transfer) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+func port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
+
+// GuestScript is what the guest runs: the four cells in order, stopping
+// at the first failure.
+func GuestScript(sizeMiB, rr, lookups, sinkPort, webPort int) string {
+	gw := userproc.GatewayIP
+	lines := []string{
+		"echo cell g2h",
+		fmt.Sprintf("dd if=/dev/zero bs=1M count=%d 2>/dev/null | nc %s %d", sizeMiB, gw, sinkPort),
+		"echo cell h2g",
+		fmt.Sprintf("wget -q -O /dev/null http://%s:%d/bulk", gw, webPort),
+		fmt.Sprintf("wget -q -O /dev/null http://%s:%d/h2gdone", gw, webPort),
+		"echo cell rr",
+		fmt.Sprintf("i=0; while [ $i -lt %d ]; do wget -q -O /dev/null http://%s:%d/rr || exit 1; i=$((i+1)); done", rr, gw, webPort),
+		"echo cell dns",
+		fmt.Sprintf("i=0; while [ $i -lt %d ]; do nslookup %s >/dev/null || exit 1; i=$((i+1)); done", lookups, DNSName),
+		"echo BENCH-USERNET-DONE",
+	}
+	if lookups == 0 {
+		lines = slices.Delete(lines, len(lines)-3, len(lines)-1)
+	}
+	return strings.Join(lines, " && ")
+}
+
+// outsideNameserver is the first nameserver in /etc/resolv.conf that is
+// not on the loopback, "" if none (or no file): where the gateways would
+// send the guest's lookups, out of the benchmark's reach.
+func outsideNameserver() string {
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if ip := net.ParseIP(f[1]); ip == nil || !ip.IsLoopback() {
+				return f[1]
+			}
+		}
+	}
+	return ""
+}
+
+// boot runs one guest of sys to its end and returns its console.
+func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, error) {
+	var cmd *exec.Cmd
+	switch {
+	case strings.HasPrefix(sys, "tinyvmm"):
+		vmm, err := tinyvmmbin.Path()
+		if err != nil {
+			return "", err
+		}
+		args := append([]string{"run", "--net", o.Net, "--timeout", o.BootTimeout.String()}, strings.Fields(o.RunArgs)...)
+		args = append(args, "--", "sh", "-c", script)
+		cmd = exec.Command(vmm, args...)
+		cmd.Env = os.Environ()
+		if env, ok := strings.CutPrefix(sys, "tinyvmm:"); ok {
+			cmd.Env = append(cmd.Env, env)
+		}
+		if profile != "" {
+			cmd.Env = append(cmd.Env, userproc.ProfileEnv+"="+profile)
+		}
+	case sys == "qemu":
+		argv, _ := json.Marshal([]string{"sh", "-c", script})
+		cmdline := "console=ttyS0 reboot=k panic=-1 quiet tinyvmm.cmd=" + base64.RawURLEncoding.EncodeToString(argv)
+		cpu := "host"
+		if o.QEMUAccel != "kvm" {
+			cpu = "max"
+		}
+		cmd = exec.Command(o.QEMU, "-accel", o.QEMUAccel, "-M", "q35", "-cpu", cpu, "-m", "256M", "-smp", "1",
+			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
+			"-kernel", o.Kernel, "-initrd", o.Initrd, "-append", cmdline,
+			"-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
+			// The guest's init reports its status on tinyvmm's exit port
+			// and then halts: this ends QEMU there.
+			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+		if o.QEMUPreload != "" {
+			cmd.Env = append(os.Environ(), "LD_PRELOAD="+o.QEMUPreload)
+		}
+	}
+	var console strings.Builder
+	cmd.Stdout, cmd.Stderr = &console, &console
+	if err := ns.Do(cmd.Start); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(o.BootTimeout + 10*time.Second):
+		cmd.Process.Kill()
+		err = fmt.Errorf("timed out after %v", o.BootTimeout)
+		<-done
+	}
+	out := console.String()
+	if !strings.Contains(out, "BENCH-USERNET-DONE") && err == nil {
+		err = errors.New("the guest's script did not finish")
+	}
+	if strings.Contains(out, "BENCH-USERNET-DONE") && sys == "qemu" {
+		err = nil // QEMU's exit status is the debug-exit's, or a poweroff's
+	}
+	return out, err
+}
+
+func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
+	fmt.Fprintf(w, "tinyvmm bench usernet: %d MiB bulk, %d round trips, %d lookups; %d runs of %s, alternating (medians)\n",
+		o.SizeMiB, o.RR, o.DNS, o.Runs, strings.Join(o.Systems, ", "))
+	fmt.Fprintf(w, "%-34s", "")
+	for _, s := range o.Systems {
+		fmt.Fprintf(w, " %12s", s)
+	}
+	q := slices.Index(o.Systems, "qemu")
+	if q >= 0 && len(o.Systems) > 1 {
+		fmt.Fprintf(w, " %14s", "tinyvmm/qemu")
+	}
+	fmt.Fprintf(w, "   runs\n")
+	for _, c := range cells {
+		fmt.Fprintf(w, "%-34s", c.name+" ("+c.unit+")")
+		var meds []float64
+		var all []string
+		for _, s := range o.Systems {
+			var v []float64
+			for _, r := range results {
+				if r.System == s {
+					v = append(v, r.Cells[c.key])
+				}
+			}
+			m := medianOf(v)
+			meds = append(meds, m)
+			fmt.Fprintf(w, " %12.2f", m)
+			all = append(all, s+" "+floats(v))
+		}
+		if q >= 0 && len(o.Systems) > 1 {
+			if meds[q] > 0 {
+				fmt.Fprintf(w, " %14.2f", meds[0]/meds[q])
+			} else {
+				fmt.Fprintf(w, " %14s", "-")
+			}
+		}
+		fmt.Fprintf(w, "   %s\n", strings.Join(all, "; "))
+	}
+	fmt.Fprintf(w, "%-34s %12.2f   (the host's own loopback, Go client, MiB/s)\n", "ceiling: loopback bulk", median(ceiling))
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func floats(v []float64) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf("%.2f", x))
+	}
+	return strings.Join(s, " ")
+}
+
+func cellLine(c map[string]float64) string {
+	var s []string
+	for _, cl := range cells {
+		s = append(s, fmt.Sprintf("%s %.2f", cl.key, c[cl.key]))
+	}
+	return strings.Join(s, ", ")
 }
 
 // receive accepts up to n connections one after another and times each
@@ -196,8 +615,7 @@ func median(ts []Transfer) float64 {
 	for _, t := range ts {
 		r = append(r, t.MiBs())
 	}
-	slices.Sort(r)
-	return r[len(r)/2]
+	return medianOf(r)
 }
 
 func rates(ts []Transfer) string {

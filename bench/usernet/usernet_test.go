@@ -2,6 +2,7 @@ package usernetbench
 
 import (
 	"bytes"
+	"golang.org/x/net/dns/dnsmessage"
 	"io"
 	"net"
 	"strings"
@@ -44,8 +45,9 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 func TestGuestScript(t *testing.T) {
-	s := GuestScript(64, 3, 40000)
-	for _, want := range []string{"-lt 3", "bs=1M count=64", "nc 10.0.2.2 40000 || exit 1"} {
+	s := GuestScript(64, 30, 40, 40000, 40001)
+	for _, want := range []string{"bs=1M count=64 2>/dev/null | nc 10.0.2.2 40000 && ", "wget -q -O /dev/null http://10.0.2.2:40001/bulk && ",
+		"-lt 30 ]; do wget -q -O /dev/null http://10.0.2.2:40001/rr || exit 1", "-lt 40 ]; do nslookup " + DNSName, "&& echo BENCH-USERNET-DONE"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("script %q lacks %q", s, want)
 		}
@@ -54,7 +56,7 @@ func TestGuestScript(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	var out bytes.Buffer
-	for _, args := range [][]string{{"--size", "0"}, {"--runs", "0"}, {"--net", "tap=t0"}} {
+	for _, args := range [][]string{{"--size", "0"}, {"--runs", "0"}, {"--net", "tap=t0"}, {"--rr", "1"}, {"--systems", "tinyvmm,vbox"}} {
 		if err := MainUsernet(args, &out, &out); !cliflag.IsUsage(err) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
@@ -71,6 +73,45 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+// The DNS cell's server answers DNSName's A query, counts it, and says
+// NXDOMAIN to other names.
+func TestDNSAnswer(t *testing.T) {
+	h := &host{}
+	for _, tc := range []struct {
+		name  string
+		typ   dnsmessage.Type
+		rcode dnsmessage.RCode
+		as    int
+	}{{DNSName, dnsmessage.TypeA, dnsmessage.RCodeSuccess, 1}, {DNSName, dnsmessage.TypeAAAA, dnsmessage.RCodeSuccess, 0}, {"other.test.", dnsmessage.TypeA, dnsmessage.RCodeNameError, 0}} {
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(tc.name), Type: tc.typ, Class: dnsmessage.ClassINET})
+		q, _ := b.Finish()
+		var m dnsmessage.Message
+		if err := m.Unpack(h.answer(q)); err != nil {
+			t.Fatal(err)
+		}
+		if m.ID != 7 || m.RCode != tc.rcode || len(m.Answers) != tc.as {
+			t.Errorf("%s %v: id %d rcode %v, %d answers", tc.name, tc.typ, m.ID, m.RCode, len(m.Answers))
+		}
+	}
+	if len(h.dnsTimes) != 1 {
+		t.Errorf("%d lookups counted, want 1", len(h.dnsTimes))
+	}
+	if r := rate([]time.Time{time.Unix(0, 0), time.Unix(1, 0), time.Unix(2, 0)}, 3); r != 1 {
+		t.Errorf("rate %v, want 1/s", r)
+	}
+}
+
+// Without lookups the script leaves the DNS cell out and still ends with
+// the marker.
+func TestGuestScriptWithoutDNS(t *testing.T) {
+	s := GuestScript(1, 2, 0, 1, 2)
+	if strings.Contains(s, "nslookup") || strings.Contains(s, "cell dns") || !strings.HasSuffix(s, "&& echo BENCH-USERNET-DONE") {
+		t.Errorf("script %q", s)
+	}
+}
+
 // -h and --help print the usage and the flags to stdout and are no error
 // (the CLI exits 0), as for the other benchmarks.
 func TestHelp(t *testing.T) {
@@ -79,7 +120,7 @@ func TestHelp(t *testing.T) {
 		if err := MainUsernet([]string{arg}, &out, &errOut); err != nil {
 			t.Errorf("%s: %v", arg, err)
 		}
-		if s := out.String(); !strings.HasPrefix(s, "Usage: tinyvmm bench usernet") || !strings.Contains(s, "-runs") {
+		if s := out.String(); !strings.HasPrefix(s, "Usage: tinyvmm-lab bench usernet") || !strings.Contains(s, "--runs") {
 			t.Errorf("%s: stdout %q, want the usage and the flags", arg, s)
 		}
 		if errOut.Len() != 0 {

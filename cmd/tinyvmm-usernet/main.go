@@ -3,7 +3,8 @@
 // SOCK_SEQPACKET socketpair on fd 3 and a pipe on fd 4, and it serves
 // gvisor-tap-vsock's virtual network (package usernet) on that end. It
 // writes one line on the pipe, "ready ADDR..." once the hostfwd listeners
-// are open or "error MESSAGE", and exits when the device's end closes (the
+// are open and it has dropped its privileges (usernet.DropPrivileges), or
+// "error MESSAGE", and exits when the device's end closes (the
 // VMM exited), on SIGTERM, or with the VMM (its parent death signal).
 // It is not meant to be run by hand.
 package main
@@ -25,6 +26,10 @@ func main() {
 }
 
 func run(args []string) int {
+	ppid := os.Getppid()
+	if prefix := os.Getenv(userproc.ProfileEnv); prefix != "" {
+		go profile(prefix)
+	}
 	var ready *os.File
 	fail := func(err error) int {
 		if ready == nil || writeLine(ready, userproc.ErrorLine(err)) != nil {
@@ -45,6 +50,16 @@ func run(args []string) int {
 	b, err := usernet.Attach(userproc.LinkFd, cfg)
 	if err != nil {
 		return fail(err)
+	}
+	// Everything that needs a privilege is open now (a hostfwd on a
+	// privileged port): the frames come only after this.
+	warning, err := usernet.DropPrivileges(ppid)
+	if err != nil {
+		b.Close()
+		return fail(fmt.Errorf("net user: %v", err))
+	}
+	if warning != "" {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", userproc.Program, warning)
 	}
 	if err := writeLine(ready, userproc.ReadyLine(b.Forwards())); err != nil {
 		b.Close()

@@ -1,0 +1,150 @@
+package usernet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/containers/gvisor-tap-vsock/pkg/services/dhcp"
+	"github.com/containers/gvisor-tap-vsock/pkg/services/dns"
+	gvforwarder "github.com/containers/gvisor-tap-vsock/pkg/services/forwarder"
+	"github.com/containers/gvisor-tap-vsock/pkg/tap"
+	"github.com/containers/gvisor-tap-vsock/pkg/types"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"tinyvmm/userproc"
+)
+
+// network is the gateway: gvisor-tap-vsock's switch, link endpoint and
+// services (DHCP, DNS, the TCP and UDP NAT) on a gVisor stack built here,
+// as its virtualnetwork.New builds it, but with the TCP options a link to a
+// real guest wants, which that one leaves at gVisor's defaults:
+//   - SACK: the device drops a frame the socketpair has no room for, and
+//     without SACK the guest's TCP (and the gateway's) recovers one lost
+//     segment per round trip, or waits for a retransmission timeout;
+//   - receive buffer auto-tuning, so the window the gateway offers the
+//     guest grows with the transfer instead of staying at its default.
+type network struct {
+	stack *stack.Stack
+	sw    *tap.Switch
+	link  *gsoLink
+}
+
+const nicID = 1
+
+func newGateway(cfg *Config) (*network, error) {
+	_, subnet, err := net.ParseCIDR(Subnet)
+	if err != nil {
+		return nil, err
+	}
+	conf := &types.Configuration{
+		MTU:               cfg.MTU,
+		Subnet:            Subnet,
+		GatewayIP:         GatewayIP,
+		GatewayMacAddress: gatewayMAC,
+		DHCPStaticLeases:  map[string]string{GuestIP: cfg.MAC.String()},
+	}
+	ep, err := tap.NewLinkEndpoint(false, uint32(cfg.MTU), gatewayMAC, GatewayIP, nil)
+	if err != nil {
+		return nil, err
+	}
+	sw := tap.NewSwitch(false)
+	ep.Connect(sw)
+	sw.Connect(ep)
+	link := &gsoLink{LinkEndpoint: ep, direct: os.Getenv(userproc.NoGSOEnv) == "",
+		gateway: tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())}
+
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4},
+	})
+	sack := tcpip.TCPSACKEnabled(true)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate} {
+		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); err != nil {
+			return nil, errors.New(err.String())
+		}
+	}
+	if err := s.CreateNIC(nicID, link); err != nil {
+		return nil, errors.New(err.String())
+	}
+	gw := tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())
+	if err := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
+		Protocol: ipv4.ProtocolNumber, AddressWithPrefix: gw.WithPrefix(),
+	}, stack.AddressProperties{}); err != nil {
+		return nil, errors.New(err.String())
+	}
+	// The gateway answers for every address: it is the NAT.
+	s.SetSpoofing(nicID, true)
+	s.SetPromiscuousMode(nicID, true)
+	sn, err := tcpip.NewSubnet(tcpip.AddrFromSlice(subnet.IP.To4()), tcpip.MaskFromBytes(subnet.Mask))
+	if err != nil {
+		return nil, err
+	}
+	s.SetRouteTable([]tcpip.Route{{Destination: sn, NIC: nicID}})
+
+	// Connections to the gateway's own address reach the host's loopback.
+	nat := map[tcpip.Address]tcpip.Address{gw: tcpip.AddrFrom4Slice(net.ParseIP(hostLoop).To4())}
+	var natLock sync.Mutex
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, gvforwarder.TCP(s, nat, &natLock, false).HandlePacket)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, gvforwarder.UDP(s, nat, &natLock, false).HandlePacket)
+
+	at := tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}
+	udpConn, err := gonet.DialUDP(s, &at, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		return nil, err
+	}
+	tcpLn, err := gonet.ListenTCP(s, at, ipv4.ProtocolNumber)
+	if err != nil {
+		return nil, err
+	}
+	dnsServer, err := dns.New(udpConn, tcpLn, []types.Zone{{Name: dnsZone + ".", Records: []types.Record{
+		{Name: "host", IP: net.ParseIP(GatewayIP)},
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	go dnsServer.Serve()
+	go dnsServer.ServeTCP()
+
+	pool := tap.NewIPPool(subnet)
+	pool.Reserve(net.ParseIP(GatewayIP), gatewayMAC)
+	pool.Reserve(net.ParseIP(GuestIP), cfg.MAC.String())
+	dhcpServer, err := dhcp.New(conf, s, pool)
+	if err != nil {
+		return nil, err
+	}
+	go dhcpServer.Serve()
+	return &network{stack: s, sw: sw, link: link}, nil
+}
+
+// acceptBess serves the switch on conn until it ends.
+func (n *network) acceptBess(ctx context.Context, conn net.Conn) error {
+	return n.sw.Accept(ctx, conn, types.BessProtocol)
+}
+
+// dialGuest opens a TCP connection from the gateway to addr in the
+// virtual network.
+func (n *network) dialGuest(ctx context.Context, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	ip := net.ParseIP(host).To4()
+	if err != nil || ip == nil {
+		return nil, fmt.Errorf("bad address %q", addr)
+	}
+	return gonet.DialContextTCP(ctx, n.stack, tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFrom4Slice(ip), Port: uint16(p)}, ipv4.ProtocolNumber)
+}

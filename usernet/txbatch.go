@@ -1,0 +1,168 @@
+package usernet
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// txBatcher carries the stack's frames to the device in batches: Write
+// queues a frame (header and all, copied) and returns, and one goroutine
+// sends whatever has queued with one sendmmsg(2). The stack makes a burst
+// of segments at a time (a window's worth, every ACK that opens it), so
+// on a busy CPU a whole burst goes over in one system call, and the
+// device's worker, woken once, reads it with one recvmmsg: where each
+// frame was a send, a wakeup of the other process and a read.
+type txBatcher struct {
+	rc syscall.RawConn
+
+	mu      sync.Mutex
+	space   *sync.Cond // signalled when the queue has room or is done
+	queue   [][]byte
+	spare   [][]byte // buffers the sender is done with
+	stopped bool
+	err     error // why the sender stopped
+
+	kick chan struct{}
+	done chan struct{}
+
+	calls, frames atomic.Uint64 // sendmmsg calls that sent, frames sent
+}
+
+// txQueueMax bounds the frames queued ahead of the socket (about 384 KiB
+// of 1500-byte frames): beyond it Write waits, which is the back-pressure
+// of a guest that is not taking frames.
+const txQueueMax = 256
+
+// txBatchMax is the most frames one sendmmsg sends.
+const txBatchMax = 64
+
+func newTxBatcher(rc syscall.RawConn) *txBatcher {
+	t := &txBatcher{rc: rc, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	t.space = sync.NewCond(&t.mu)
+	go t.run()
+	return t
+}
+
+// write queues hdr and frame as one message.
+func (t *txBatcher) write(hdr, frame []byte) error {
+	t.mu.Lock()
+	for len(t.queue) >= txQueueMax && !t.stopped {
+		t.space.Wait()
+	}
+	if t.stopped {
+		err := t.err
+		t.mu.Unlock()
+		if err == nil {
+			err = net.ErrClosed
+		}
+		return err
+	}
+	var buf []byte
+	if n := len(t.spare); n > 0 {
+		buf, t.spare = t.spare[n-1][:0], t.spare[:n-1]
+	}
+	buf = append(append(buf, hdr...), frame...)
+	t.queue = append(t.queue, buf)
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// stop ends the sender (its socket is being closed) and waits for it.
+func (t *txBatcher) stop() {
+	t.mu.Lock()
+	t.stopped = true
+	t.space.Broadcast()
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+	<-t.done
+}
+
+func (t *txBatcher) run() {
+	defer close(t.done)
+	var batch [][]byte
+	msgs := make([]mmsghdr, txBatchMax)
+	iovs := make([]unix.Iovec, txBatchMax)
+	for range t.kick {
+		t.mu.Lock()
+		if t.stopped {
+			t.mu.Unlock()
+			return
+		}
+		batch, t.queue = t.queue, batch[:0]
+		t.space.Broadcast()
+		t.mu.Unlock()
+		err := t.send(batch, msgs, iovs)
+		t.mu.Lock()
+		t.spare = append(t.spare, batch...)
+		if err != nil {
+			t.stopped, t.err = true, err
+			t.space.Broadcast()
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		clear(batch)
+	}
+}
+
+// send sends every frame of batch in order, waiting while the socket is
+// full.
+func (t *txBatcher) send(batch [][]byte, msgs []mmsghdr, iovs []unix.Iovec) error {
+	for len(batch) > 0 {
+		n := min(len(batch), len(msgs))
+		for i := range n {
+			iovs[i].Base = unsafe.SliceData(batch[i])
+			iovs[i].SetLen(len(batch[i]))
+			msgs[i] = mmsghdr{}
+			msgs[i].hdr.Iov = &iovs[i]
+			msgs[i].hdr.Iovlen = 1
+		}
+		var sent int
+		var serr error
+		err := t.rc.Write(func(fd uintptr) bool {
+			for {
+				r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+				switch e {
+				case 0:
+					sent = int(r)
+					return true
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false // wait until the socket has room
+				}
+				serr = e
+				return true
+			}
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
+		t.calls.Add(1)
+		t.frames.Add(uint64(sent))
+		batch = batch[sent:]
+	}
+	return nil
+}
+
+// mmsghdr is struct mmsghdr of sendmmsg(2), which x/sys/unix lacks.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
