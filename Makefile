@@ -11,7 +11,7 @@ GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtio/... ./virtionet/... ./netbackend/... ./ratelimit/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernet/... ./userproc/...
+RACE_PKGS := ./devices/... ./virtio/... ./virtionet/... ./netbackend/... ./ratelimit/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernetd/... ./userproc/...
 
 .PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 

@@ -1,6 +1,6 @@
 // Package userproc is the VMM's side of --net user: the user-mode network
 // runs in a process of its own, tinyvmm-usernet (cmd/tinyvmm-usernet, on
-// package usernet and gvisor-tap-vsock), as passt and slirp4netns run
+// package usernetd and gvisor-tap-vsock), as passt and slirp4netns run
 // beside QEMU. This package starts it, hands it one end of a
 // SOCK_SEQPACKET socketpair and keeps the other as the device's backend.
 //

@@ -45,6 +45,7 @@ var datapathCases = []struct {
 	{"RxFrameLargerThanMTUIsDropped", testRxFrameLargerThanMTUIsDropped},
 	{"RxFrameOverMaxInLargeBuffersIsDropped", testRxFrameOverMaxInLargeBuffersIsDropped},
 	{"RxFrameOverMaxIsNotHeld", testRxFrameOverMaxIsNotHeld},
+	{"RxHeldFrameDroppedWhenBuffersCannotGrow", testRxHeldFrameDroppedWhenBuffersCannotGrow},
 	{"TxLongChainWithWritableTailIsDropped", testTxLongChainWithWritableTailIsDropped},
 	{"TxFrameRateLimit", testTxFrameRateLimit},
 	{"TxByteRateLimit", testTxByteRateLimit},

@@ -301,13 +301,24 @@ func (w *worker) deliverHeld(pkts, bytes *int) (frames int, res rxResult) {
 	return frames, rxBatchFull
 }
 
-// holdOrDrop keeps the held frame waiting for buffers, unless the guest
-// has given the device every buffer its ring can hold and they are still
-// too few: then no buffers will come, and the frame is dropped.
+// guestRefillSlack is how many rx descriptors a guest may leave unposted
+// for good: Linux's virtio-net refills its rx ring only when more than
+// min(NAPI budget 64, ring size)/2 descriptors are free (virtnet_receive),
+// so a 64-entry ring may stay at 40 posted buffers however long the
+// device waits.
+func guestRefillSlack(ringSize int) int { return min(64, ringSize) / 2 }
+
+// holdOrDrop keeps the held frame waiting for buffers while the guest may
+// still post more: while more of its ring is unposted than it may leave
+// so (guestRefillSlack), its driver refills once it has taken the used
+// buffers, and kicks. Once the posted buffers cannot grow past that and
+// are still too few, the frame is dropped and counted (issue 28, D1: it
+// used to wait for the whole ring, which Linux may never post).
 func (w *worker) holdOrDrop() rxResult {
 	p := &w.rx
+	size := int(w.q[rxQueue].Size)
 	descs := len(p.iovs) - len(p.chains) // each chain's buffers plus one overflow byte
-	if p.unconsumed() < int(w.q[rxQueue].Size) && descs < int(w.q[rxQueue].Size) {
+	if unposted := size - max(p.unconsumed(), descs); unposted > guestRefillSlack(size) {
 		return rxNoBuffers
 	}
 	w.p.counters[rxQueue].drop(DropRxTooBig)

@@ -115,6 +115,28 @@ func testRxFrameOverMaxIsNotHeld(t *testing.T, io IOMode) {
 	}
 }
 
+// A 64-entry ring with 40 posted 1536-byte buffers (60 KiB) and a 65 KB
+// frame (GUEST_TSO): Linux refills only when more than 32 descriptors are
+// free, so those 40 are all the guest will post. The frame is dropped and
+// counted, and the next frame takes a buffer; the device used to hold it
+// until the whole ring was posted, for ever (issue 28, D1).
+func testRxHeldFrameDroppedWhenBuffersCannotGrow(t *testing.T, io IOMode) {
+	feat := uint64(FeatVersion1 | FeatMAC | FeatMrgRxBuf | FeatGuestCsum | FeatGuestTSO4)
+	r := newRig(t, rigOptions{io: io, features: feat, size: 64, rxBufSize: 1536})
+	r.rx.AddRxBuffers(40, 1536)
+	r.activate()
+	r.peerWrite(r.txFrame(0, 65000))
+	r.peerWrite(r.txFrame(1, 60))
+	var used []virtiotest.UsedElem
+	r.waitUsed(r.rx, 1, func(u virtiotest.UsedElem) { used = append(used, u) })
+	if used[0].Len != 72 {
+		t.Errorf("used length %d, want the 72-byte frame", used[0].Len)
+	}
+	if d := r.stats(rxQueue).Drops[DropRxTooBig.String()]; d != 1 {
+		t.Errorf("too-big drops %d, want 1", d)
+	}
+}
+
 // A tx chain of more buffers than writev takes, whose tail is
 // device-writable, is dropped like any tx chain with a writable buffer
 // (issue 13, D7: the copying path skipped that check).

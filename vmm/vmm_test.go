@@ -15,7 +15,7 @@ import (
 
 	"tinyvmm/internal/syncbuf"
 	"tinyvmm/kvm"
-	"tinyvmm/usernet"
+	"tinyvmm/usernetd"
 	"tinyvmm/virtio/pci"
 )
 
@@ -152,7 +152,7 @@ func TestConfigCheck(t *testing.T) {
 		"tap twice": func(c *Config) { c.Nets = make([]NetConfig, 2); c.Nets[0].Ifname, c.Nets[1].Ifname = "t", "t" },
 		"queues 99": func(c *Config) { c.Nets = make([]NetConfig, 1); c.Nets[0].Ifname, c.Nets[0].Queues = "t", 99 },
 		"user queues 2": func(c *Config) {
-			c.Nets = []NetConfig{{User: &usernet.Config{}}}
+			c.Nets = []NetConfig{{User: &usernetd.Config{}}}
 			c.Nets[0].Ifname, c.Nets[0].Queues = "user0", 2
 		},
 	} {

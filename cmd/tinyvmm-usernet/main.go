@@ -1,9 +1,9 @@
 // Command tinyvmm-usernet is --net user's network in a process of its own:
 // `tinyvmm run` starts it (package userproc) with one end of a
 // SOCK_SEQPACKET socketpair on fd 3 and a pipe on fd 4, and it serves
-// gvisor-tap-vsock's virtual network (package usernet) on that end. It
+// gvisor-tap-vsock's virtual network (package usernetd) on that end. It
 // writes one line on the pipe, "ready ADDR..." once the hostfwd listeners
-// are open and it has dropped its privileges (usernet.DropPrivileges), or
+// are open and it has dropped its privileges (usernetd.DropPrivileges), or
 // "error MESSAGE", and exits when the device's end closes (the
 // VMM exited), on SIGTERM, or with the VMM (its parent death signal).
 // It is not meant to be run by hand.
@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/usernet"
+	"tinyvmm/usernetd"
 	"tinyvmm/userproc"
 )
 
@@ -47,13 +47,13 @@ func run(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	b, err := usernet.Attach(userproc.LinkFd, cfg)
+	b, err := usernetd.Attach(userproc.LinkFd, cfg)
 	if err != nil {
 		return fail(err)
 	}
 	// Everything that needs a privilege is open now (a hostfwd on a
 	// privileged port): the frames come only after this.
-	warning, err := usernet.DropPrivileges(ppid)
+	warning, err := usernetd.DropPrivileges(ppid)
 	if err != nil {
 		b.Close()
 		return fail(fmt.Errorf("net user: %v", err))

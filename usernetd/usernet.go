@@ -1,4 +1,4 @@
-// Package usernet is the virtio-net backend of --net user: rootless
+// Package usernetd is the virtio-net backend of --net user: rootless
 // user-mode networking in-process, on github.com/containers/gvisor-tap-vsock
 // (a gVisor network stack playing the gateway). The guest gets DHCP, DNS,
 // NAT to the host's own connections and port forwards from host addresses
@@ -16,7 +16,7 @@
 // package: tinyvmm-usernet (cmd/tinyvmm-usernet) runs it in a process of
 // its own on an inherited socketpair end (Attach), which package userproc
 // starts for the VMM.
-package usernet
+package usernetd
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package usernet
+package usernetd
 
 import (
 	"context"
