@@ -164,6 +164,11 @@ func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string, pin *pi
 		// The window closes as the result line starts, before the
 		// guest's serial output of it (an exit or two per byte).
 		g.scan(&markReader{r: out, marker: []byte("BENCH result"), at: g.statsAfter})
+		g.mu.Lock()
+		if g.stats != nil {
+			g.stats.Close()
+		}
+		g.mu.Unlock()
 		g.done <- g.cmd.Wait()
 	}()
 	return g, nil

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,8 +52,12 @@ func (c kvmCounts) sub(before kvmCounts) (kvmCounts, error) {
 	return d, nil
 }
 
-// vmStats is one VM's directory in debugfs.
-type vmStats struct{ dir string }
+// vmStats is one VM's directory in debugfs, with its counter files open.
+type vmStats struct {
+	dir   string
+	files map[string]*os.File
+	err   error // why the counters cannot be read
+}
 
 // openVMStats finds the directory of pid's VM under root (debugfsKVM),
 // with proc as /proc. KVM names it after the thread that made the VM
@@ -87,27 +93,52 @@ func openVMStats(root, proc string, pid int) (*vmStats, error) {
 		return nil, fmt.Errorf("kvm stats: process %d (%d VM fds, %d threads) has %d VMs in %s, want 1",
 			pid, len(fds.vms), len(tasks), len(dirs), root)
 	}
-	return &vmStats{dir: filepath.Join(root, dirs[0])}, nil
-}
-
-// Read returns kvmCounters (those the kernel has; exits it must have).
-func (s *vmStats) Read() (kvmCounts, error) {
-	c := kvmCounts{}
+	s := &vmStats{dir: filepath.Join(root, dirs[0]), files: map[string]*os.File{}}
 	for _, name := range kvmCounters {
-		b, err := os.ReadFile(filepath.Join(s.dir, name))
+		f, err := os.Open(filepath.Join(s.dir, name))
 		if os.IsNotExist(err) && name != "exits" {
 			continue
 		}
 		if err != nil {
+			s.err = fmt.Errorf("kvm stats: %w", err)
+			break
+		}
+		s.files[name] = f
+	}
+	return s, nil
+}
+
+// Read returns kvmCounters (those the kernel has; exits it must have).
+// It reads the files opened with the directory: an open counter file
+// holds a reference to its VM (kvm_debugfs_open), so the VM, its directory
+// and its counts outlive the VMM's exit until Close, and a run whose
+// output is read late (a loaded host) still gets them.
+func (s *vmStats) Read() (kvmCounts, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	c := kvmCounts{}
+	buf := make([]byte, 64)
+	for name, f := range s.files {
+		n, err := f.ReadAt(buf, 0) // each read at 0 asks KVM again
+		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("kvm stats: %w", err)
 		}
-		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		v, err := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("kvm stats: %s: %w", name, err)
 		}
 		c[name] = v
 	}
 	return c, nil
+}
+
+// Close lets the VM go.
+func (s *vmStats) Close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
 }
 
 // vmFDs is what a VMM process's file table says about KVM and io_uring.

@@ -265,3 +265,28 @@ func TestCellsCarryPerFrameCounts(t *testing.T) {
 		t.Errorf("per-frame table:\n%s", out.String())
 	}
 }
+
+// TestKVMStatsOutliveTheDirectory: counts are read from the files opened
+// with the directory, so a VM whose directory went (the VMM exited before
+// its result line was read, on a loaded host) still gives them. In KVM an
+// open counter file keeps the VM and its directory; here the directory is
+// removed outright and the open files still answer.
+func TestKVMStatsOutliveTheDirectory(t *testing.T) {
+	root := fakeDebugfs(t, map[string]map[string]string{"7-3": {"exits": "42\n", "io_exits": "5\n"}})
+	proc := fakeProc(t, map[int]struct {
+		tids []int
+		fds  map[int]string
+	}{7: {[]int{7}, map[int]string{3: "anon_inode:kvm-vm"}}})
+	s, err := openVMStats(root, proc, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.RemoveAll(filepath.Join(root, "7-3")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Read()
+	if err != nil || c["exits"] != 42 || c["io_exits"] != 5 {
+		t.Fatalf("after the directory went: %v, %v; want exits 42, io_exits 5", c, err)
+	}
+}
