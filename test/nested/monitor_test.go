@@ -176,7 +176,7 @@ func TestWatchWakesACPUThatLostAnInterrupt(t *testing.T) {
 		if len(w.wakes) != tc.wakes || len(got) != tc.wakes {
 			t.Errorf("PPR %#x: %d wakes (%q), %q on the serial port; want %d\n%s", tc.ppr, len(w.wakes), w.wakes, got, tc.wakes, out.String())
 		}
-		if tc.wakes > 0 && (!strings.Contains(w.wakes[0], "CPU#0 vector 236") || !strings.Contains(w.wakes[0], "HLT=1") ||
+		if tc.wakes > 0 && (!strings.Contains(w.wakes[0], "CPU#0 vector 236") || !strings.Contains(w.wakes[0], "RIP=ffffffff812b70c3 RFL=00000246 HLT=1") ||
 			!strings.Contains(out.String(), "L1 lost an interrupt")) {
 			t.Errorf("the wake is not described: %q\n%s", w.wakes, out.String())
 		}

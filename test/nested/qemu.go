@@ -291,8 +291,9 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 					continue
 				}
 				if vec, wake := lost.sample(c, st); wake {
+					silent := max(time.Since(time.Unix(0, lastLine.Load())), 0)
 					line := fmt.Sprintf("CPU#%d vector %d (PPR %#02x, %s) at %v", c, vec, st.PPR,
-						freezeSummary(ask(fmt.Sprintf("info registers %d", c))), now.Sub(time.Unix(0, lastLine.Load())).Round(time.Second))
+						cpuSummary(ask(fmt.Sprintf("info registers %d", c))), silent.Round(time.Second))
 					w.wakes = append(w.wakes, line)
 					fmt.Fprintf(out, "nested: L1 lost an interrupt: %s of silence; a byte on its serial port wakes it (QEMU TCG, see watchL1)\n", line)
 					io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
@@ -349,6 +350,23 @@ func freezeSummary(dump string) string {
 	}
 	if len(parts) == 0 {
 		return "no monitor answer"
+	}
+	return strings.Join(parts, " ")
+}
+
+// cpuSummary is one line from `info registers` of one CPU: HLT, RIP and
+// RFLAGS (IF is bit 9).
+func cpuSummary(regs string) string {
+	var parts []string
+	for _, f := range strings.Fields(regs) {
+		for _, key := range []string{"RIP=", "RFL=", "HLT="} {
+			if strings.HasPrefix(f, key) {
+				parts = append(parts, f)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "no registers"
 	}
 	return strings.Join(parts, " ")
 }

@@ -68,6 +68,12 @@ func run() (int, bool) {
 	if err := kvmToGroup(); err != nil {
 		fmt.Println("l1init:", err)
 	}
+	if err := startPIT(); err != nil {
+		fmt.Println("l1init: no periodic PIT (a lost interrupt will stall L1 until the runner wakes it):", err)
+	} else {
+		fmt.Printf("l1init: the PIT interrupts L1 %d times a second (IRQ 0 so far: %d)\n", PITHz, pitInterrupts())
+		defer func() { fmt.Printf("l1init: IRQ 0 (the PIT) taken %d times\n", pitInterrupts()) }()
+	}
 
 	plan, err := os.ReadFile("/plan")
 	if err != nil {
