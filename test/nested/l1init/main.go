@@ -68,7 +68,9 @@ func run() (int, bool) {
 	if err := kvmToGroup(); err != nil {
 		fmt.Println("l1init:", err)
 	}
-	if err := startPIT(); err != nil {
+	if cmdline, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(cmdline), "l1init.pit=0") {
+		fmt.Println("l1init: no periodic PIT (l1init.pit=0)")
+	} else if err := startPIT(); err != nil {
 		fmt.Println("l1init: no periodic PIT (a lost interrupt will stall L1 until the runner wakes it):", err)
 	} else {
 		fmt.Printf("l1init: the PIT interrupts L1 %d times a second (IRQ 0 so far: %d)\n", PITHz, pitInterrupts())
