@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,11 +50,10 @@ func (c kvmCounts) sub(before kvmCounts) (kvmCounts, error) {
 	return d, nil
 }
 
-// vmStats is one VM's directory in debugfs, with its counter files open.
+// vmStats is one VM's directory in debugfs, with a counter file held open.
 type vmStats struct {
-	dir   string
-	files map[string]*os.File
-	err   error // why the counters cannot be read
+	dir  string
+	hold *os.File
 }
 
 // openVMStats finds the directory of pid's VM under root (debugfsKVM),
@@ -93,38 +90,30 @@ func openVMStats(root, proc string, pid int) (*vmStats, error) {
 		return nil, fmt.Errorf("kvm stats: process %d (%d VM fds, %d threads) has %d VMs in %s, want 1",
 			pid, len(fds.vms), len(tasks), len(dirs), root)
 	}
-	s := &vmStats{dir: filepath.Join(root, dirs[0]), files: map[string]*os.File{}}
-	for _, name := range kvmCounters {
-		f, err := os.Open(filepath.Join(s.dir, name))
-		if os.IsNotExist(err) && name != "exits" {
-			continue
-		}
-		if err != nil {
-			s.err = fmt.Errorf("kvm stats: %w", err)
-			break
-		}
-		s.files[name] = f
+	s := &vmStats{dir: filepath.Join(root, dirs[0])}
+	// An open counter file holds a reference to its VM
+	// (kvm_debugfs_open): the VM, its directory and its counts then
+	// outlive the VMM's exit until Close, so a run whose output is read
+	// late (a loaded host) still gets them. The files cannot seek, so each
+	// Read opens them again.
+	if s.hold, err = os.Open(filepath.Join(s.dir, "exits")); err != nil {
+		s.hold = nil
 	}
 	return s, nil
 }
 
 // Read returns kvmCounters (those the kernel has; exits it must have).
-// It reads the files opened with the directory: an open counter file
-// holds a reference to its VM (kvm_debugfs_open), so the VM, its directory
-// and its counts outlive the VMM's exit until Close, and a run whose
-// output is read late (a loaded host) still gets them.
 func (s *vmStats) Read() (kvmCounts, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
 	c := kvmCounts{}
-	buf := make([]byte, 64)
-	for name, f := range s.files {
-		n, err := f.ReadAt(buf, 0) // each read at 0 asks KVM again
-		if err != nil && !errors.Is(err, io.EOF) {
+	for _, name := range kvmCounters {
+		b, err := os.ReadFile(filepath.Join(s.dir, name))
+		if os.IsNotExist(err) && name != "exits" {
+			continue
+		}
+		if err != nil {
 			return nil, fmt.Errorf("kvm stats: %w", err)
 		}
-		v, err := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("kvm stats: %s: %w", name, err)
 		}
@@ -135,10 +124,10 @@ func (s *vmStats) Read() (kvmCounts, error) {
 
 // Close lets the VM go.
 func (s *vmStats) Close() {
-	for _, f := range s.files {
-		f.Close()
+	if s.hold != nil {
+		s.hold.Close()
+		s.hold = nil
 	}
-	s.files = nil
 }
 
 // vmFDs is what a VMM process's file table says about KVM and io_uring.
