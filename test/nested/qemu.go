@@ -217,8 +217,9 @@ type watchResult struct {
 // silent for m.Stall it prints L1's state and calls kill. It returns when
 // scanned is closed.
 //
-// Why the wake: QEMU's TCG (7.2 and 10.0 alike) can lose the request by
-// which its I/O thread tells a running vCPU to look at its local APIC.
+// Why the wake: QEMU's TCG (7.2 and 10.0 alike, read in its source) can
+// lose the request by which its I/O thread tells a running vCPU to look at
+// its local APIC.
 // The APIC timer fires on the I/O thread, which sets CPU_INTERRUPT_POLL in
 // the vCPU's interrupt_request; the vCPU thread, in the SVM emulation's
 // VMRUN helper (target/i386/tcg/sysemu/svm_helper.c), or-s
@@ -231,7 +232,9 @@ type watchResult struct {
 // nothing inside L1 ever fires again (the freezes of test/nested/README).
 // Any interrupt that reaches the APIC from another thread makes the vCPU
 // poll its APIC again and take the lost vector with it: one byte on L1's
-// serial port is such an interrupt.
+// serial port is such an interrupt. l1init's 100 Hz PIT is another, so
+// most losses end within a tick; the watch ends the rest, and also wakes a
+// vCPU that the loaded host kept off the CPU for a second (harmless).
 func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) watchResult {
 	var w watchResult
 	tick := time.NewTicker(min(m.Watch, m.Stall/4))
