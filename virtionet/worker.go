@@ -272,10 +272,11 @@ func (w *worker) run() {
 
 func (w *worker) onKick(qi int) {
 	drainFd(w.kick[qi])
-	w.p.counters[qi].kicks.Add(1)
+	// Traced before it is counted: whoever sees the count finds the event.
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "kick")
 	}
+	w.p.counters[qi].kicks.Add(1)
 	w.enqueue(qi)
 }
 

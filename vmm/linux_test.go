@@ -274,10 +274,6 @@ func TestLinuxGuestPingsHost(t *testing.T) {
 		{pci.NotifyExit, virtionet.IOWritev},
 	} {
 		t.Run(tc.notify.String()+"-"+string(tc.io), func(t *testing.T) {
-			if tc.io == virtionet.IOUring && os.Getenv("TINYVMM_NESTED_L1") != "" {
-				// 3 of the 7 L1 freezes of 2026-12-03 came in this subtest, 1 just after it (test/nested/README.md).
-				t.Skip("io_uring under a Linux guest freezes the nested L1 (QEMU 7.2 TCG); the uring datapath is tested by virtionet's TestDatapath/uring")
-			}
 			ns := netnstest.Setup(t)
 			if _, err := ns.AddTap("tvping0", "10.0.2.1/24"); err != nil {
 				t.Fatal(err)

@@ -190,6 +190,11 @@ func startVMM(ns *Namespace, cmd *exec.Cmd, vmm VMM, pin *pinning) (*guestProc, 
 		// The window closes as the result line starts, before the
 		// guest's serial output of it (an exit or two per byte).
 		g.scan(&markReader{r: out, marker: []byte("BENCH result"), at: g.statsAfter})
+		g.mu.Lock()
+		if g.stats != nil {
+			g.stats.Close()
+		}
+		g.mu.Unlock()
 		g.done <- g.cmd.Wait()
 	}()
 	return g, nil

@@ -50,8 +50,11 @@ func (c kvmCounts) sub(before kvmCounts) (kvmCounts, error) {
 	return d, nil
 }
 
-// vmStats is one VM's directory in debugfs.
-type vmStats struct{ dir string }
+// vmStats is one VM's directory in debugfs, with a counter file held open.
+type vmStats struct {
+	dir  string
+	hold *os.File
+}
 
 // openVMStats finds the directory of pid's VM under root (debugfsKVM),
 // with proc as /proc. KVM names it after the thread that made the VM
@@ -87,7 +90,16 @@ func openVMStats(root, proc string, pid int) (*vmStats, error) {
 		return nil, fmt.Errorf("kvm stats: process %d (%d VM fds, %d threads) has %d VMs in %s, want 1",
 			pid, len(fds.vms), len(tasks), len(dirs), root)
 	}
-	return &vmStats{dir: filepath.Join(root, dirs[0])}, nil
+	s := &vmStats{dir: filepath.Join(root, dirs[0])}
+	// An open counter file holds a reference to its VM
+	// (kvm_debugfs_open): the VM, its directory and its counts then
+	// outlive the VMM's exit until Close, so a run whose output is read
+	// late (a loaded host) still gets them. The files cannot seek, so each
+	// Read opens them again.
+	if s.hold, err = os.Open(filepath.Join(s.dir, "exits")); err != nil {
+		s.hold = nil
+	}
+	return s, nil
 }
 
 // Read returns kvmCounters (those the kernel has; exits it must have).
@@ -108,6 +120,14 @@ func (s *vmStats) Read() (kvmCounts, error) {
 		c[name] = v
 	}
 	return c, nil
+}
+
+// Close lets the VM go.
+func (s *vmStats) Close() {
+	if s.hold != nil {
+		s.hold.Close()
+		s.hold = nil
+	}
 }
 
 // vmFDs is what a VMM process's file table says about KVM and io_uring.

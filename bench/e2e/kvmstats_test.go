@@ -265,3 +265,39 @@ func TestCellsCarryPerFrameCounts(t *testing.T) {
 		t.Errorf("per-frame table:\n%s", out.String())
 	}
 }
+
+// TestKVMStatsHoldTheVM: the stats hold a counter file of the VM open
+// until Close. In KVM an open counter file keeps its VM, so the counts
+// are still there when the VMM has exited before its result line was
+// read (on a loaded host: "kvm stats: open .../exits: no such file").
+func TestKVMStatsHoldTheVM(t *testing.T) {
+	root := fakeDebugfs(t, map[string]map[string]string{"7-3": {"exits": "42\n", "io_exits": "5\n"}})
+	proc := fakeProc(t, map[int]struct {
+		tids []int
+		fds  map[int]string
+	}{7: {[]int{7}, map[int]string{3: "anon_inode:kvm-vm"}}})
+	held := func() bool {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); l == filepath.Join(root, "7-3", "exits") {
+				return true
+			}
+		}
+		return false
+	}
+	s, err := openVMStats(root, proc, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held() {
+		t.Error("no counter file of the VM is held open")
+	}
+	c, err := s.Read()
+	if err != nil || c["exits"] != 42 || c["io_exits"] != 5 {
+		t.Errorf("Read: %v, %v; want exits 42, io_exits 5", c, err)
+	}
+	s.Close()
+	if held() {
+		t.Error("Close left the counter file open")
+	}
+}

@@ -103,8 +103,9 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			// Notifies the guest wrote (each a VM exit) and its full-ring waits.
 			kicks, stalls = float64(run.Uint("kicks")), float64(run.Uint("stalls"))
 		}
-		time.Sleep(200 * time.Millisecond) // the last frames in flight
-		got := sink.Stop()
+		// The last frames may still be in flight: wait for every frame
+		// sent, or for a second without one.
+		got := sink.StopAfter(uint64(frames), time.Second)
 		s := Sample{Value: got.PPS(), Detail: map[string]float64{
 			"sender_pps": guestPPS, "sent": frames, "received": float64(got.Good),
 			"corrupt": float64(got.Bad), "lost": float64(got.Lost), "reordered": float64(got.Reordered),

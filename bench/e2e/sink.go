@@ -27,7 +27,11 @@ func (r SinkResult) PPS() float64 {
 // Sink counts the bench frames that reach the host side of the tap.
 type Sink struct {
 	stop atomic.Bool
-	done chan SinkResult
+	// want, once stop is set, is how many frames the sink still waits
+	// for (good ones and its socket's drops): 0 stops at once.
+	want  atomic.Uint64
+	quiet time.Duration
+	done  chan SinkResult
 }
 
 // sinkMaxLife bounds a sink that nobody stops.
@@ -43,18 +47,53 @@ func StartSink(ns *Namespace) (*Sink, error) {
 	}); err != nil {
 		return nil, err
 	}
+	return startSink(sock), nil
+}
+
+// frameSource is what a sink reads: a packet socket, or a test's fake.
+type frameSource interface {
+	// recv returns the frames that came, or none after a short wait.
+	recv() ([][]byte, error)
+	// drops returns the frames lost to a full queue since the last call.
+	drops() uint64
+	Close() error
+}
+
+func startSink(sock frameSource) *Sink {
 	k := &Sink{done: make(chan SinkResult, 1)}
 	go func() {
 		defer sock.Close()
 		var r SinkResult
 		begin := time.Now()
-		for !k.stop.Load() && time.Since(begin) < sinkMaxLife {
+		var stopSeen, lastFrame time.Time
+		empty := false // the last recv found nothing within its timeout
+		for time.Since(begin) < sinkMaxLife {
+			if k.stop.Load() {
+				if stopSeen.IsZero() {
+					stopSeen = time.Now()
+				}
+				r.SocketDrops += sock.drops() // reading the statistics resets them
+				// Quiet counts from the stop at the earliest, and only after
+				// a receive that waited and found nothing: a sink that was
+				// itself kept off the CPU has not seen a silence.
+				quietSince := stopSeen
+				if lastFrame.After(quietSince) {
+					quietSince = lastFrame
+				}
+				if r.Good+r.Bad+r.SocketDrops >= k.want.Load() || empty && time.Since(quietSince) >= k.quiet {
+					break
+				}
+			}
 			frames, err := sock.recv()
 			if err != nil {
 				r.Err = err
 				break
 			}
 			now := time.Now()
+			empty = len(frames) == 0
+			if !empty {
+				lastFrame = now
+			}
 			for _, f := range frames {
 				before := r.Good
 				r.add(f)
@@ -66,14 +105,26 @@ func StartSink(ns *Namespace) (*Sink, error) {
 				}
 			}
 		}
-		r.SocketDrops = sock.drops()
+		r.SocketDrops += sock.drops()
 		k.done <- r
 	}()
-	return k, nil
+	return k
 }
 
 // Stop ends the count (within the socket's 100 ms timeout) and returns it.
 func (k *Sink) Stop() SinkResult {
+	k.stop.Store(true)
+	return <-k.done
+}
+
+// StopAfter ends the count once want frames have arrived (or were dropped
+// by the sink's socket), or when no frame has come for quiet. Frames the
+// sender finished with can still be queued in the host's backlog or the
+// socket: on a loaded host the softirq or this goroutine runs late, and a
+// count cut off at a fixed delay after the sender ends misses them.
+func (k *Sink) StopAfter(want uint64, quiet time.Duration) SinkResult {
+	k.want.Store(want)
+	k.quiet = quiet
 	k.stop.Store(true)
 	return <-k.done
 }

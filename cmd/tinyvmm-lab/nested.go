@@ -50,7 +50,7 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 25*time.Minute, "bound on the whole run, build included")
 	testTimeout := fs.Duration("test-timeout", 10*time.Minute, "bound on each test binary inside L1")
 	probe := fs.Int("probe-exits", 10000, "port-I/O exits kvmprobe times first (0: skip kvmprobe)")
-	stall := fs.Duration("stall", nested.DefaultStall, "a console silent this long means L1 froze: its state is printed, and it is booted again once")
+	stall := fs.Duration("stall", nested.DefaultStall, "a console silent this long means L1 froze: its state is printed and the run fails")
 	keep := fs.Bool("keep", false, "keep the scratch directory with the initramfs")
 	lab := fs.Bool("lab", false, "the command line after -- is a tinyvmm-lab one (bench e2e, bench boot, ...)")
 	withQEMU := fs.Bool("with-qemu", false, "put the host's "+nested.QEMUBinary+" (libraries, bench firmware) into L1")
@@ -143,7 +143,10 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failf(err.Error())
 	}
-	logf("L1 reached init after %v (last boot); KVM in L1: %v; %d boot(s); run took %v", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Boots, res.Elapsed.Round(time.Second))
+	logf("L1 reached init after %v; KVM in L1: %v; run took %v; lost interrupts the runner ended: %d", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Elapsed.Round(time.Second), res.Wakes)
+	for _, w := range res.WakeLog {
+		logf("  woke %s", w)
+	}
 	for _, s := range res.Steps {
 		logf("  status %3d  %6.1fs  %s", s.Status, s.Seconds, s.Command)
 	}

@@ -105,7 +105,8 @@ func run(out io.Writer) error {
 	}
 	fmt.Fprintf(out, "driver: tx chain at head %d (%d-byte header + %d-byte frame); avail.idx is now %d\n",
 		head, vnetHdrLen, len(frame), tx.AvailIdx())
-	fmt.Fprintf(out, "driver: kick tx: %v (an eventfd write; in a VM, KVM does it on the notify write)\n", tx.Kick())
+	txKick := tx.Kick() // false when the device, still at work, asked for no kick (EVENT_IDX)
+	fmt.Fprintf(out, "driver: kick tx: %v (an eventfd write; in a VM, KVM does it on the notify write)\n", txKick)
 
 	got, err := peerRead(sp.Peer)
 	if err != nil {
@@ -154,7 +155,14 @@ func run(out io.Writer) error {
 	fmt.Fprintf(out, "driver: rx interrupt; used element id %d len %d: UDP from %v port %d: %q\n",
 		used.ID, used.Len, p.SrcIP, p.SrcPort, p.Payload)
 
-	st := dev.Stats()
+	// The worker counts (and traces) a kick when it reads the kick's
+	// eventfd, which can come after it served the chain (woken by the
+	// backend, or at its first look): wait until it has read every kick
+	// the driver sent, so that the counters and the trace are complete.
+	st, err := waitKicks(dev, kicked, txKick)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "device counters: tx %d frame(s) %d kick(s) %d interrupt(s); rx %d frame(s) %d kick(s) %d interrupt(s)\n",
 		st.Queues[1].Frames, st.Queues[1].Kicks, st.Queues[1].Interrupts,
 		st.Queues[0].Frames, st.Queues[0].Kicks, st.Queues[0].Interrupts)
@@ -165,6 +173,27 @@ func run(out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// waitKicks waits up to 5 s until the device has counted the kicks the
+// driver sent (rx, tx: whether it kicked) and returns its counters.
+func waitKicks(dev *virtionet.Device, rx, tx bool) (virtionet.Stats, error) {
+	want := func(kicked bool) uint64 {
+		if kicked {
+			return 1
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		st := dev.Stats()
+		if st.Queues[0].Kicks >= want(rx) && st.Queues[1].Kicks >= want(tx) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("the device read %d rx and %d tx kick(s) in 5 s; the driver sent %d and %d",
+				st.Queues[0].Kicks, st.Queues[1].Kicks, want(rx), want(tx))
+		}
+	}
 }
 
 // peerRead waits up to 5 s for the frame the device sends.

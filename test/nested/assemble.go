@@ -101,7 +101,7 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		files = append(files, File{Dest: dest, Src: out, Mode: 0o755})
 	}
 	if p.ProbeExits > 0 {
-		// A gate: when KVM in L1 cannot run a guest, L1 is booted again.
+		// A gate: when KVM in L1 cannot run a guest, the plan stops there and the run fails.
 		plan = append(plan, fmt.Sprintf("!kvmprobe -exits %d -deadline %v", p.ProbeExits, probeDeadline))
 	}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,33 +34,33 @@ type Machine struct {
 	Append string
 	// Output receives the console, line by line, as it comes.
 	Output io.Writer
-	// Attempts bounds the boots when a gate step (kvmprobe) asks for a
-	// retry; 4 when zero.
-	Attempts int
-	// Stall ends a boot whose console has been silent this long, and the
-	// plan runs again in a new boot (up to maxStalls times); DefaultStall when zero. L1
-	// under TCG has been seen to freeze for good (halted with its own
-	// timer interrupt pending, so nothing inside L1 times out either).
+	// Stall ends a boot whose console has been silent this long, with an
+	// error and L1's state from QEMU's monitor; DefaultStall when zero.
 	Stall time.Duration
-	// Nudge is how long a silent console waits for a newline on L1's
-	// serial port, again after each Nudge of silence; DefaultNudge when
-	// zero.
-	Nudge time.Duration
+	// Watch is how often the runner reads each L1 CPU's local APIC from
+	// QEMU's monitor, to wake a CPU that QEMU left with an interrupt it
+	// never delivers (see lostInterruptWatch); DefaultWatch when zero.
+	Watch time.Duration
 }
-
-// DefaultNudge: the freezes seen (README.md) left L1 with its own timer
-// interrupt pending in the local APIC, never delivered. A byte on the serial
-// port is a new interrupt, which makes QEMU look at the APIC again: the
-// first nudge tried (after 45 s) woke a frozen L1, which went on with the
-// same test. A live L1 only echoes it (an empty console line).
-const DefaultNudge = 10 * time.Second
 
 // DefaultStall is far above the longest silence of a healthy run (a step
 // prints at least a line a minute or two) and far below the run's timeout.
 const DefaultStall = 5 * time.Minute
 
-// maxStalls is how many frozen boots a run survives.
-const maxStalls = 3
+// DefaultWatch: a lost interrupt costs L1 about three of these.
+const DefaultWatch = 400 * time.Millisecond
+
+// lostSamples is how many reads in a row must find the same CPU with a
+// deliverable vector pending before the runner wakes it. A CPU takes such
+// a vector within microseconds of running with interrupts enabled, so
+// three reads (about a second) in a row mean it is not coming; should the
+// CPU merely have been kept off the host's CPU or have run that long with
+// interrupts off, the wake costs it one byte on its serial port.
+const lostSamples = 3
+
+// silenceReport is how often a silent console gets a line with L1's state
+// (each CPU's HLT flag and pending vectors), for the log only.
+const silenceReport = 30 * time.Second
 
 // DefaultCPU is an AMD CPU model that QEMU's TCG implements with SVM and
 // nested paging: what kvm_amd in L1 needs.
@@ -85,12 +84,15 @@ type Result struct {
 	ToInit time.Duration
 	// Elapsed is the wall time of the whole run.
 	Elapsed time.Duration
-	// Boots counts the L1 boots, retries included.
-	Boots int
+	// Wakes counts the lost interrupts the runner ended: each time a CPU
+	// of L1 held a deliverable vector for lostSamples reads in a row.
+	Wakes int
+	// WakeLog has one line per wake: the CPU, the vector, HLT and when.
+	WakeLog []string
 }
 
-// errRetry means l1init's gate step failed and asked for another boot.
-var errRetry = errors.New("L1 asked to be booted again")
+// errGate means l1init's gate step (kvmprobe) failed.
+var errGate = errors.New("the gate step failed in L1")
 
 // errStalled means the console went silent for Machine.Stall: L1 froze.
 var errStalled = errors.New("L1 froze")
@@ -98,52 +100,30 @@ var errStalled = errors.New("L1 froze")
 // QEMUBinary is the emulator the runner starts.
 const QEMUBinary = "qemu-system-x86_64"
 
-// qemuBinary is what bootOnce runs; tests put a script in its place.
+// qemuBinary is what Boot runs; tests put a script in its place.
 var qemuBinary = QEMUBinary
 
-// Boot runs L1 until l1init reports, the machine ends, or ctx is done (then
-// QEMU is killed). An error means L1 gave no result; a failing step is not an
-// error but a non-zero Result.Status. When the gate step fails, L1 is booted
-// again, up to m.Attempts times.
+// Boot runs L1 once, until l1init reports, the machine ends, or ctx is
+// done (then QEMU is killed). An error means L1 gave no result: a failed
+// gate step (kvmprobe), a console silent for m.Stall (with L1's state from
+// QEMU's monitor), a timeout or a crash. A failing step is not an error but
+// a non-zero Result.Status. L1 is never booted again: a second boot would
+// hide what went wrong in the first.
 func Boot(ctx context.Context, m Machine) (Result, error) {
-	attempts := m.Attempts
-	if attempts <= 0 {
-		attempts = 4
-	}
 	if m.CPU == "" {
 		m.CPU = DefaultCPU
 	}
 	if m.Stall <= 0 {
 		m.Stall = DefaultStall
 	}
-	if m.Nudge <= 0 {
-		m.Nudge = DefaultNudge
+	if m.Watch <= 0 {
+		m.Watch = DefaultWatch
 	}
-	start := time.Now()
-	stalls := 0
-	for boot := 1; ; boot++ {
-		res, err := bootOnce(ctx, m)
-		res.Boots, res.Elapsed = boot, time.Since(start)
-		if errors.Is(err, errStalled) && stalls < maxStalls && ctx.Err() == nil {
-			stalls++
-			if m.Output != nil {
-				fmt.Fprintf(m.Output, "nested: %v; booting L1 again to run the whole plan once more\n", err)
-			}
-			continue
-		}
-		if err != errRetry {
-			return res, err
-		}
-		if !res.KVM {
-			return res, fmt.Errorf("L1 has no /dev/kvm: its kernel lacks KVM_AMD (guest/kernel/nested-host.config; run make guest) or -cpu %q has no svm", m.CPU)
-		}
-		if boot == attempts {
-			return res, fmt.Errorf("kvmprobe failed in all %d L1 boots: KVM in L1 cannot run a guest (see the console above)", boot)
-		}
-		if m.Output != nil {
-			fmt.Fprintf(m.Output, "nested: kvmprobe failed in L1 boot %d; booting L1 again\n", boot)
-		}
+	res, err := bootOnce(ctx, m)
+	if errors.Is(err, errGate) && !res.KVM {
+		return res, fmt.Errorf("L1 has no /dev/kvm: its kernel lacks KVM_AMD (guest/kernel/nested-host.config; run make guest) or -cpu %q has no svm", m.CPU)
 	}
+	return res, err
 }
 
 func bootOnce(ctx context.Context, m Machine) (Result, error) {
@@ -170,7 +150,8 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
 		"-append", strings.TrimSpace(cmdline),
 	}
-	// A monitor, so that a frozen L1 can be looked at before it is killed.
+	// A monitor: the watch reads L1's local APICs through it, and a frozen
+	// L1 is looked at before it is killed.
 	mondir, err := os.MkdirTemp("", "tinyvmm-l1mon-")
 	if err != nil {
 		return Result{}, err
@@ -197,22 +178,22 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	lastLine.Store(start.UnixNano())
 	var stalled atomic.Bool
 	scanned := make(chan struct{})
-	watched := make(chan struct{})
+	watched := make(chan watchResult, 1)
 	go func() {
-		defer close(watched)
-		watchConsole(m, out, &lastLine, serialIn, monitor, scanned, func() {
+		watched <- watchL1(m, cpus, out, &lastLine, serialIn, monitor, scanned, func() {
 			stalled.Store(true)
 			cmd.Process.Kill()
 		})
 	}()
 	res, tail, ending := scanConsole(pipe, out, start, func() { lastLine.Store(time.Now().UnixNano()) })
 	close(scanned)
-	<-watched
+	w := <-watched
+	res.Wakes, res.WakeLog = len(w.wakes), w.wakes
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
 	case ending == endRetry:
-		return res, errRetry
+		return res, fmt.Errorf("%w: KVM in L1 cannot run a guest (see the console above); last console lines:\n%s", errGate, tail)
 	case stalled.Load() && ending != endExit:
 		return res, fmt.Errorf("%w: no console line for %v after %v; last console lines:\n%s",
 			errStalled, m.Stall, res.Elapsed.Round(time.Second), tail)
@@ -224,35 +205,135 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	return res, nil
 }
 
-// watchConsole nudges a console silent for m.Nudge with a newline on L1's
-// serial port (again after every m.Nudge of silence) and, silent for
-// m.Stall, prints L1's state from the monitor and calls kill. It returns
-// when scanned is closed.
-func watchConsole(m Machine, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) {
-	tick := time.NewTicker(min(time.Second, m.Nudge/4, m.Stall/4))
+// watchResult is what watchL1 did.
+type watchResult struct {
+	wakes []string
+}
+
+// watchL1 reads each L1 CPU's local APIC through QEMU's monitor every
+// m.Watch, and wakes a CPU that keeps a deliverable vector pending (see
+// lostInterruptWatch). It also reports a console silent for each
+// silenceReport (L1's state, for the log), and when the console has been
+// silent for m.Stall it prints L1's state and calls kill. It returns when
+// scanned is closed.
+//
+// Why the wake: QEMU's TCG (7.2 and 10.0 alike, read in its source) can
+// lose the request by which its I/O thread tells a running vCPU to look at
+// its local APIC.
+// The APIC timer fires on the I/O thread, which sets CPU_INTERRUPT_POLL in
+// the vCPU's interrupt_request; the vCPU thread, in the SVM emulation's
+// VMRUN helper (target/i386/tcg/sysemu/svm_helper.c), or-s
+// CPU_INTERRUPT_VIRQ into the same word without the lock the I/O thread
+// holds, whenever the VMCB requests a virtual interrupt, as KVM's
+// interrupt window does for a Linux L2. When the two read-modify-writes
+// meet, the poll request is gone: the timer's vector stays in the APIC's
+// IRR above the processor priority and the CPU never takes it, halted or
+// running. L1's next timer is programmed by the handler of this one, so
+// nothing inside L1 ever fires again (the freezes of test/nested/README).
+// Any interrupt that reaches the APIC from another thread makes the vCPU
+// poll its APIC again and take the lost vector with it: one byte on L1's
+// serial port is such an interrupt. l1init's 100 Hz PIT is another, so
+// most losses end within a tick; the watch ends the rest, and also wakes a
+// vCPU that the loaded host kept off the CPU for a second (harmless).
+func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) watchResult {
+	var w watchResult
+	tick := time.NewTicker(min(m.Watch, m.Stall/4))
 	defer tick.Stop()
-	var nudged time.Time // the last nudge in this silence
+	var mon *hmp
+	defer func() {
+		if mon != nil {
+			mon.Close()
+		}
+	}()
+	ask := func(cmds ...string) string {
+		if mon == nil {
+			var err error
+			if mon, err = dialHMP(monitor, 2*time.Second); err != nil {
+				mon = nil
+				return "no monitor: " + err.Error()
+			}
+		}
+		var b strings.Builder
+		for _, c := range cmds {
+			ans, err := mon.do(c, 10*time.Second)
+			if err != nil {
+				mon.Close()
+				mon = nil
+				return b.String() + "monitor: " + err.Error()
+			}
+			if len(cmds) > 1 {
+				b.WriteString(hmpPrompt + c + "\n")
+			}
+			b.WriteString(ans)
+		}
+		return b.String()
+	}
+	lost := lostInterruptWatch{need: lostSamples}
+	var reported time.Duration // the silence last reported
 	for {
 		select {
 		case <-scanned:
-			return
+			return w
 		case now := <-tick.C:
-			last := time.Unix(0, lastLine.Load())
-			silent := now.Sub(last)
-			switch {
-			case silent >= m.Stall:
-				fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, monitorDump(monitor, freezeQueries))
+			silent := now.Sub(time.Unix(0, lastLine.Load()))
+			if silent >= m.Stall {
+				fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, ask(freezeQueries...))
 				kill()
 				<-scanned
-				return
-			case silent >= m.Nudge && now.Sub(nudged) >= m.Nudge:
-				nudged = now
-				fmt.Fprintf(out, "nested: L1 silent for %v (%s); a newline to its serial port\n",
-					silent.Round(time.Second), freezeSummary(monitorDump(monitor, freezeQueries)))
-				io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
+				return w
+			}
+			if silent < silenceReport {
+				reported = 0
+			} else if silent-reported >= silenceReport {
+				reported = silent
+				fmt.Fprintf(out, "nested: L1 console silent for %v (%s)\n", silent.Round(time.Second), freezeSummary(ask("info registers -a", "info lapic")))
+			}
+			for c := 0; c < cpus; c++ {
+				st, ok := parseLapic(ask(fmt.Sprintf("info lapic %d", c)))
+				if !ok {
+					continue
+				}
+				if vec, wake := lost.sample(c, st); wake {
+					silent := max(time.Since(time.Unix(0, lastLine.Load())), 0)
+					line := fmt.Sprintf("CPU#%d vector %d (PPR %#02x, %s) at %v", c, vec, st.PPR,
+						cpuSummary(ask(fmt.Sprintf("info registers %d", c))), silent.Round(time.Second))
+					w.wakes = append(w.wakes, line)
+					fmt.Fprintf(out, "nested: L1 lost an interrupt: %s of silence; a byte on its serial port wakes it (QEMU TCG, see watchL1)\n", line)
+					io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
+				}
 			}
 		}
 	}
+}
+
+// lostInterruptWatch decides from successive reads of each CPU's local
+// APIC when an interrupt was lost: the same deliverable vector pending in
+// need reads in a row.
+type lostInterruptWatch struct {
+	need  int
+	vec   map[int]int // CPU -> the deliverable vector of the last read
+	count map[int]int // CPU -> reads in a row that found it
+}
+
+// sample takes one read of CPU cpu's APIC and says whether to wake the CPU
+// now, and for which vector.
+func (l *lostInterruptWatch) sample(cpu int, st lapicState) (int, bool) {
+	if l.vec == nil {
+		l.vec, l.count = map[int]int{}, map[int]int{}
+	}
+	v := st.Deliverable()
+	if v < 0 || v != l.vec[cpu] {
+		l.vec[cpu], l.count[cpu] = v, 0
+		if v < 0 {
+			return -1, false
+		}
+	}
+	l.count[cpu]++
+	if l.count[cpu] < l.need {
+		return v, false
+	}
+	l.count[cpu] = 0 // a new count after the wake
+	return v, true
 }
 
 // freezeSummary is one line from a monitor dump: each CPU's HLT flag and
@@ -276,6 +357,23 @@ func freezeSummary(dump string) string {
 	return strings.Join(parts, " ")
 }
 
+// cpuSummary is one line from `info registers` of one CPU: HLT, RIP and
+// RFLAGS (IF is bit 9).
+func cpuSummary(regs string) string {
+	var parts []string
+	for _, f := range strings.Fields(regs) {
+		for _, key := range []string{"RIP=", "RFL=", "HLT="} {
+			if strings.HasPrefix(f, key) {
+				parts = append(parts, f)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "no registers"
+	}
+	return strings.Join(parts, " ")
+}
+
 // freezeQueries are the monitor commands whose answers describe a frozen
 // L1: where each CPU is (in L1's kernel or in an L2, halted or not, IF)
 // and what its local APIC has pending.
@@ -284,25 +382,20 @@ var freezeQueries = []string{"info registers -a", "info lapic", "info irq"}
 // monitorDump sends cmds to QEMU's human monitor at sock and returns the
 // answers (or why there are none), within a few seconds.
 func monitorDump(sock string, cmds []string) string {
-	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	h, err := dialHMP(sock, 2*time.Second)
 	if err != nil {
 		return "no monitor: " + err.Error()
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, strings.Join(cmds, "\n")+"\n"); err != nil {
-		return "monitor: " + err.Error()
-	}
+	defer h.Close()
 	var b strings.Builder
-	buf := make([]byte, 64<<10)
-	for b.Len() < 1<<20 {
-		n, err := c.Read(buf)
-		b.Write(buf[:n])
+	for _, c := range cmds {
+		ans, err := h.do(c, 5*time.Second)
 		if err != nil {
-			break // the deadline: QEMU has answered what it will
+			return b.String() + "monitor: " + err.Error()
 		}
+		b.WriteString(hmpPrompt + c + "\n" + ans)
 	}
-	return ansiEscape.ReplaceAllString(strings.ReplaceAll(b.String(), "\r", ""), "")
+	return b.String()
 }
 
 // ansiEscape matches the terminal control sequences the monitor's line

@@ -13,9 +13,9 @@
 // with -no-reboot, so that ends the run.
 //
 // A step written "!CMD" is a gate: when it fails, l1init prints RetryMarker
-// and reboots at once, and the runner boots L1 again. kvmprobe is the gate:
-// some L1 boots come up with a KVM that never enters the guest (see
-// test/nested/README.md).
+// and reboots at once, and the run fails without the rest of the plan.
+// kvmprobe is the gate: a KVM that cannot enter a guest (L1's TSC trap in
+// test/nested/README.md) would only make every test after it fail.
 package main
 
 import (
@@ -32,7 +32,8 @@ import (
 // ExitMarker starts the last line l1init prints; the runner parses it.
 const ExitMarker = "NESTED-EXIT "
 
-// RetryMarker is printed when a gate step failed and L1 should be booted again.
+// RetryMarker is printed when a gate step failed (the name is historical:
+// the runner no longer boots L1 again).
 const RetryMarker = "NESTED-RETRY"
 
 // StepMarker starts the line l1init prints after each step.
@@ -67,6 +68,14 @@ func run() (int, bool) {
 	describeHost()
 	if err := kvmToGroup(); err != nil {
 		fmt.Println("l1init:", err)
+	}
+	if cmdline, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(cmdline), "l1init.pit=0") {
+		fmt.Println("l1init: no periodic PIT (l1init.pit=0)")
+	} else if err := startPIT(); err != nil {
+		fmt.Println("l1init: no periodic PIT (a lost interrupt will stall L1 until the runner wakes it):", err)
+	} else {
+		fmt.Printf("l1init: the PIT interrupts L1 %d times a second (IRQ 0 so far: %d)\n", PITHz, pitInterrupts())
+		defer func() { fmt.Printf("l1init: IRQ 0 (the PIT) taken %d times\n", pitInterrupts()) }()
 	}
 
 	plan, err := os.ReadFile("/plan")

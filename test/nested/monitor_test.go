@@ -1,0 +1,220 @@
+package nested
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tinyvmm/internal/syncbuf"
+)
+
+// lapicDump is `info lapic` as QEMU 7.2 prints it (the lines that matter).
+func lapicDump(irr string, ppr int) string {
+	return "dumping local APIC state for CPU 0 \r\n\r\n" +
+		"LVTT\t 0x000200ec active-hi edge                 one-shot     Fixed  (vec 236)\r\n" +
+		"SPIV\t 0x000001ff APIC enabled, focus=off, spurious vec 255\r\n" +
+		"ISR\t (none)\r\nIRR\t " + irr + "\r\n\r\n" +
+		fmt.Sprintf("APR 0x00 TPR 0x10 DFR 0x0f LDR 0x01 PPR 0x%02x\r\n", ppr)
+}
+
+func TestParseLapic(t *testing.T) {
+	for _, tc := range []struct {
+		irr   string
+		ppr   int
+		deliv int
+	}{
+		{"236 ", 0x10, 236},  // the freeze: the timer above the priority
+		{"(none)", 0x10, -1}, // nothing pending
+		{"236 ", 0xe0, -1},   // in the timer's class: waits for the EOI
+		{"34(level) 236 ", 0x20, 236},
+		{"34(level) ", 0x20, -1}, // below the priority
+		{"33 48 ", 0x20, 48},
+	} {
+		st, ok := parseLapic(strings.ReplaceAll(lapicDump(tc.irr, tc.ppr), "\r", ""))
+		if !ok || st.PPR != tc.ppr || !st.Enabled {
+			t.Errorf("IRR %q PPR %#x: parsed %+v ok=%v", tc.irr, tc.ppr, st, ok)
+		}
+		if got := st.Deliverable(); got != tc.deliv {
+			t.Errorf("IRR %q PPR %#x: deliverable %d, want %d", tc.irr, tc.ppr, got, tc.deliv)
+		}
+	}
+	if _, ok := parseLapic("No CPU available\n"); ok {
+		t.Error("an answer without an APIC dump parsed")
+	}
+	disabled := strings.Replace(lapicDump("236 ", 0), "APIC enabled", "APIC disabled", 1)
+	if st, _ := parseLapic(disabled); st.Deliverable() != -1 {
+		t.Error("a disabled APIC delivers nothing")
+	}
+}
+
+func TestLostInterruptWatchNeedsReadsInARow(t *testing.T) {
+	l := lostInterruptWatch{need: 3}
+	pending := lapicState{Enabled: true, IRR: []int{236}, PPR: 0x10}
+	idle := lapicState{Enabled: true, PPR: 0x10}
+	seq := []struct {
+		st   lapicState
+		wake bool
+	}{
+		{pending, false}, {pending, false}, {idle, false}, // taken: the count starts over
+		{pending, false}, {pending, false}, {pending, true}, // three in a row
+		{pending, false}, {pending, false}, {pending, true}, // still lost: woken again
+	}
+	for i, s := range seq {
+		if _, wake := l.sample(0, s.st); wake != s.wake {
+			t.Fatalf("read %d: wake %v, want %v", i, wake, s.wake)
+		}
+	}
+	// Each CPU counts for itself.
+	l = lostInterruptWatch{need: 2}
+	l.sample(0, pending)
+	if _, wake := l.sample(1, pending); wake {
+		t.Error("CPU 1's first read woke it")
+	}
+	if _, wake := l.sample(0, pending); !wake {
+		t.Error("CPU 0's second read did not wake it")
+	}
+}
+
+// fakeMonitor answers like QEMU's human monitor: `info lapic 0` shows the
+// timer vector pending above the priority until a byte arrives on the
+// serial port, as in a lost interrupt.
+type fakeMonitor struct {
+	woken atomic.Bool
+	ppr   int
+	asked atomic.Int32
+}
+
+func (f *fakeMonitor) serve(t *testing.T, sock string) {
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fmt.Fprint(c, "QEMU 7.2.22 monitor - type 'help' for more information\r\n(qemu) ")
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					cmd := sc.Text()
+					ans := ""
+					switch {
+					case cmd == "info lapic 0":
+						f.asked.Add(1)
+						irr := "236 "
+						if f.woken.Load() {
+							irr = "(none)"
+						}
+						ans = lapicDump(irr, f.ppr)
+					case cmd == "info registers 0":
+						ans = "CPU#0\r\nRIP=ffffffff812b70c3 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\r\n"
+					}
+					// The line editor echoes the command with escapes.
+					fmt.Fprintf(c, "%s\x1b[K\r\n%s(qemu) ", cmd, ans)
+				}
+			}()
+		}
+	}()
+}
+
+type serialPort struct {
+	mu  sync.Mutex
+	got strings.Builder
+	f   *fakeMonitor
+}
+
+func (s *serialPort) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got.Write(p)
+	s.f.woken.Store(true)
+	return len(p), nil
+}
+
+// watchL1 wakes a CPU that holds a deliverable vector read after read,
+// with a byte on the serial port, once; and leaves alone a CPU whose
+// pending vector the priority holds back.
+func TestWatchWakesACPUThatLostAnInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		ppr   int
+		wakes int
+	}{{0x10, 1}, {0xe0, 0}} {
+		f := &fakeMonitor{ppr: tc.ppr}
+		sock := filepath.Join(t.TempDir(), "mon.sock")
+		f.serve(t, sock)
+		serial := &serialPort{f: f}
+		var out syncbuf.Buffer
+		var last atomic.Int64
+		last.Store(time.Now().UnixNano())
+		scanned := make(chan struct{})
+		done := make(chan watchResult)
+		m := Machine{Watch: 20 * time.Millisecond, Stall: time.Minute}
+		go func() {
+			done <- watchL1(m, 1, &out, &last, serial, sock, scanned, func() { t.Error("killed") })
+		}()
+		for f.asked.Load() < 10 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(scanned)
+		w := <-done
+		serial.mu.Lock()
+		got := serial.got.String()
+		serial.mu.Unlock()
+		if len(w.wakes) != tc.wakes || len(got) != tc.wakes {
+			t.Errorf("PPR %#x: %d wakes (%q), %q on the serial port; want %d\n%s", tc.ppr, len(w.wakes), w.wakes, got, tc.wakes, out.String())
+		}
+		if tc.wakes > 0 && (!strings.Contains(w.wakes[0], "CPU#0 vector 236") || !strings.Contains(w.wakes[0], "RIP=ffffffff812b70c3 RFL=00000246 HLT=1") ||
+			!strings.Contains(out.String(), "L1 lost an interrupt")) {
+			t.Errorf("the wake is not described: %q\n%s", w.wakes, out.String())
+		}
+	}
+}
+
+// parseLapic reads what a real QEMU prints.
+func TestParseLapicFromQEMU(t *testing.T) {
+	if _, err := exec.LookPath(QEMUBinary); err != nil {
+		t.Skip(QEMUBinary + " not installed")
+	}
+	sock := filepath.Join(t.TempDir(), "mon.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, QEMUBinary, "-M", "pc", "-S", "-nodefaults", "-display", "none",
+		"-monitor", "unix:"+sock+",server=on,wait=off")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var h *hmp
+	var err error
+	for i := 0; i < 100; i++ { // QEMU still starting
+		if h, err = dialHMP(sock, 2*time.Second); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ans, err := h.do("info lapic 0", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := parseLapic(ans)
+	if !ok || st.Deliverable() != -1 || strings.Contains(ans, "\x1b") || strings.Contains(ans, "info lapic") {
+		t.Errorf("info lapic 0: %+v ok=%v from %q", st, ok, ans)
+	}
+}
