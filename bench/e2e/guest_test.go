@@ -96,10 +96,17 @@ func checkRxIRQ(t *testing.T, r *runner, sys System) {
 	if d["received"] > d["sent"] || d["corrupt"] != 0 {
 		t.Errorf("rx irq=1: host sent %.0f, guest got %.0f, corrupt %.0f", d["sent"], d["received"], d["corrupt"])
 	}
-	// The guest halts before the first frame, so the device must have
-	// woken it at least once; each wakeup by a frame is one rx interrupt.
-	if d["guest_irqs"] == 0 || d["guest_halts"] == 0 {
-		t.Errorf("rx irq=1: the guest took %.0f rx interrupts and halted %.0f times, want both > 0", d["guest_irqs"], d["guest_halts"])
+	// A guest that caught up with the flood found its ring empty, halted,
+	// and was woken by the device: each such wakeup is one rx interrupt. A
+	// guest that never caught up (a loaded host, or PVM running it in its
+	// emulator) never halts in the counted window, and rightly takes no
+	// interrupt; the halting ping below checks the wakeup path then.
+	caughtUp := d["received"] >= d["sent"]
+	switch {
+	case caughtUp && (d["guest_irqs"] == 0 || d["guest_halts"] == 0):
+		t.Errorf("rx irq=1: the guest took all %.0f frames, %.0f rx interrupts and halted %.0f times, want both > 0", d["received"], d["guest_irqs"], d["guest_halts"])
+	case d["guest_halts"] == 0:
+		t.Logf("rx irq=1: the guest never caught up with the flood (%.0f of %.0f frames), so it never halted", d["received"], d["sent"])
 	}
 	if inj, ok := d["kvm_irq_injections"]; ok && inj < d["guest_irqs"]/2 {
 		// The window starts after the ready line, so a few early ones are outside it.
