@@ -9,7 +9,7 @@ GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./sharefs/... ./usernet/... ./userproc/...
+RACE_PKGS := ./devices/... ./virtionet/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./virtiofs/... ./sharefs/... ./usernet/... ./userproc/...
 
 .PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 
@@ -62,6 +62,8 @@ mod-check:
 
 # A short fuzzing pass over guest-controlled input; longer with FUZZTIME=5m.
 FUZZTIME ?= 15s
+# The virtio-fs request parser counts executions: 10000000x is the full run.
+VIRTIOFS_FUZZ ?= 100000x
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzQueue -fuzztime=$(FUZZTIME) ./devices/
 	$(GO) test -run='^$$' -fuzz=FuzzVirtioPCI -fuzztime=$(FUZZTIME) ./devices/
@@ -69,6 +71,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDeviceRings -fuzztime=$(FUZZTIME) ./virtionet/
 	$(GO) test -run='^$$' -fuzz=FuzzCtrlQueue -fuzztime=$(FUZZTIME) ./virtionet/
 	$(GO) test -run='^$$' -fuzz=FuzzRequest -fuzztime=$(FUZZTIME) ./virtio9p/
+	$(GO) test -run='^$$' -fuzz=FuzzRequest -fuzztime=$(VIRTIOFS_FUZZ) ./virtiofs/
 
 # The seed experiments at device level (the Go driver plays the guest; no KVM needed).
 bench-device: build

@@ -269,6 +269,18 @@ func (s *session) handle(bufs []devices.Desc) (written int) {
 		s.logf("request %d (opcode %d) panicked: %v", unique, opcode, panicked)
 		n, status = 0, fuse.EIO
 	}
+	if n > 0 {
+		// go-fuse checks the room only for the replies whose size the
+		// request gives (READ, READDIR, xattrs); a longer one (a
+		// READLINK, say) it cuts at the end of the room, header and
+		// all. The guest gets an error instead of a torn reply.
+		var h [4]byte
+		copyFrom(h[:], out)
+		if int(binary.LittleEndian.Uint32(h[:])) != n {
+			s.d.stats.errors.Add(1)
+			return errorReply(out, unique, unix.ERANGE)
+		}
+	}
 	if n == 0 && !status.Ok() && !noReply {
 		// go-fuse wrote nothing (the chain has too little room, say):
 		// the error, so the guest's request does not wait forever.
