@@ -149,7 +149,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	fd, err := sharefs.OpenAt(dfd, name, flags|unix.O_CREAT|unix.O_EXCL, mode)
 	if err == unix.EEXIST && in.Flags&unix.O_EXCL == 0 {
 		var entry fuse.EntryOut
-		st, err := stat(dfd, uint64(dst.Dev), name)
+		st, err := fs.stat(dfd, uint64(dst.Dev), name)
 		if err != nil {
 			return errno(err)
 		}
@@ -409,6 +409,9 @@ func (fs *fileSystem) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool
 	if h == nil || !h.dir {
 		return fuse.EBADF
 	}
+	if fs.isHidden(h.key) {
+		return fuse.OK // empty
+	}
 	var parent *node
 	if plus {
 		fs.mu.Lock()
@@ -462,7 +465,7 @@ func (fs *fileSystem) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool
 				if parent == nil || de.Name == "." || de.Name == ".." {
 					continue // node 0: the guest looks it up itself if it needs to
 				}
-				st, err := stat(fd, uint64(dst.Dev), de.Name)
+				st, err := fs.stat(fd, uint64(dst.Dev), de.Name)
 				if err != nil {
 					continue
 				}

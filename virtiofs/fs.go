@@ -48,6 +48,7 @@ type fileSystem struct {
 	nextID  uint64
 	handles map[uint64]*handle
 	nextFh  uint64
+	hidden  map[key]bool // roots of hiddenFS mounts seen
 }
 
 type key struct{ dev, ino uint64 }
@@ -79,7 +80,7 @@ func newFileSystem(share *sharefs.Share, readOnly bool, timeout time.Duration) (
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
 		share:         share, readOnly: readOnly, timeout: timeout,
 		nodes: map[uint64]*node{}, byKey: map[key]*node{}, nextID: 2,
-		handles: map[uint64]*handle{}, nextFh: 1,
+		handles: map[uint64]*handle{}, nextFh: 1, hidden: map[key]bool{},
 	}
 	fd, err := share.OpenBeneath(".", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -183,12 +184,26 @@ func (fs *fileSystem) dir(id uint64, name string) (int, unix.Stat_t, *node, fuse
 	if err := sharefs.CheckName(name); err != nil {
 		return -1, unix.Stat_t{}, nil, errno(err)
 	}
-	return fs.openID(id, unix.O_PATH|unix.O_DIRECTORY)
+	fd, st, n, s := fs.openID(id, unix.O_PATH|unix.O_DIRECTORY)
+	if s.Ok() && fs.isHidden(n.key) {
+		unix.Close(fd)
+		return -1, st, nil, fuse.EACCES
+	}
+	return fd, st, n, s
 }
 
-// hiddenFS are file systems a lookup never enters when it crosses a mount
-// point below the share (the host's root shared whole, say): the host's
-// kernel interfaces and its processes are not the guest's business.
+// isHidden says whether k is the root of a hiddenFS mount.
+func (fs *fileSystem) isHidden(k key) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.hidden[k]
+}
+
+// hiddenFS are file systems the guest never sees into when a lookup
+// crosses a mount point of one below the share (the host's root shared
+// whole, say): the host's kernel interfaces and its processes are not the
+// guest's business. Their mount points look like empty directories that
+// refuse every change, so the guest can still mount its own /proc there.
 var hiddenFS = map[int64]bool{
 	unix.PROC_SUPER_MAGIC: true, unix.SYSFS_MAGIC: true, unix.DEVPTS_SUPER_MAGIC: true,
 	unix.DEBUGFS_MAGIC: true, unix.TRACEFS_MAGIC: true, unix.SECURITYFS_MAGIC: true,
@@ -199,8 +214,8 @@ var hiddenFS = map[int64]bool{
 }
 
 // stat stats name in the directory dirfd (of device dirDev) without
-// following it, and refuses the mount points of hiddenFS.
-func stat(dirfd int, dirDev uint64, name string) (unix.Stat_t, error) {
+// following it, and notes the mount points of hiddenFS.
+func (fs *fileSystem) stat(dirfd int, dirDev uint64, name string) (unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return st, err
@@ -217,10 +232,17 @@ func stat(dirfd int, dirDev uint64, name string) (unix.Stat_t, error) {
 	if err := unix.Fstatfs(fd, &sfs); err != nil {
 		return st, err
 	}
-	if hiddenFS[int64(sfs.Type)] {
-		return st, unix.EACCES
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, err
 	}
-	return st, unix.Fstat(fd, &st)
+	if hiddenFS[int64(sfs.Type)] {
+		fs.mu.Lock()
+		if len(fs.hidden) < MaxNodes {
+			fs.hidden[keyOf(&st)] = true
+		}
+		fs.mu.Unlock()
+	}
+	return st, nil
 }
 
 // entry records that the guest looked up st under name in parent and
@@ -268,11 +290,14 @@ func (fs *fileSystem) fillAttr(a *fuse.Attr, st *unix.Stat_t) {
 // Lookup implements fuse.RawFileSystem.
 func (fs *fileSystem) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	dfd, dst, parent, s := fs.dir(h.NodeId, name)
+	if s == fuse.EACCES {
+		return fuse.ENOENT // in a hidden mount: nothing there
+	}
 	if !s.Ok() {
 		return s
 	}
 	defer unix.Close(dfd)
-	st, err := stat(dfd, uint64(dst.Dev), name)
+	st, err := fs.stat(dfd, uint64(dst.Dev), name)
 	if err != nil {
 		return errno(err)
 	}
@@ -342,6 +367,9 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		return s
 	}
 	defer unix.Close(fd)
+	if fs.isHidden(n.key) {
+		return fuse.EACCES
+	}
 	typ := st.Mode & unix.S_IFMT
 	if in.Valid&fuse.FATTR_MODE != 0 {
 		if typ == unix.S_IFLNK {
@@ -472,7 +500,7 @@ func (fs *fileSystem) makeAt(id uint64, name string, out *fuse.EntryOut, mk func
 	if err := mk(dfd); err != nil {
 		return errno(err)
 	}
-	st, err := stat(dfd, uint64(dst.Dev), name)
+	st, err := fs.stat(dfd, uint64(dst.Dev), name)
 	if err != nil {
 		return errno(err)
 	}

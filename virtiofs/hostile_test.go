@@ -283,3 +283,33 @@ func TestHostileNodesAndModes(t *testing.T) {
 		t.Error("RENAME_WHITEOUT: done")
 	}
 }
+
+// TestHiddenMounts shares the host's root read-only, as --root does: its
+// /proc and /sys are empty directories, there to be mounted over.
+func TestHiddenMounts(t *testing.T) {
+	var st unix.Statfs_t
+	if unix.Statfs("/proc/self", &st) != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		t.Skip("no proc on /proc")
+	}
+	g := newGuest(t, "/", true)
+	for _, dir := range []string{"proc", "sys"} {
+		d, e := g.lookup(rootID, dir)
+		if e != 0 {
+			t.Fatalf("lookup /%s: %v", dir, e)
+		}
+		if d.mode&unix.S_IFMT != unix.S_IFDIR {
+			t.Fatalf("/%s: mode %o", dir, d.mode)
+		}
+		for _, name := range []string{"self", "1", "kernel", "class"} {
+			if _, e := g.lookup(d.node, name); e != unix.ENOENT {
+				t.Errorf("lookup /%s/%s: %v, want ENOENT", dir, name, e)
+			}
+		}
+		if names := g.readdir(d.node, true); len(names) != 0 {
+			t.Errorf("/%s lists %d entries", dir, len(names))
+		}
+	}
+	if _, e := g.lookup(rootID, "etc"); e != 0 {
+		t.Fatalf("lookup /etc: %v", e)
+	}
+}
