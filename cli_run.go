@@ -56,7 +56,9 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.IntVar(&f.cfg.CPUs, "cpus", 1, "run `N` vCPUs")
 	fs.BoolVar(&f.cfg.UserStart, "bench-guest", false, "start --kernel as a freestanding user-mode ELF (the bench guest, default out/guest/bench.elf); --append is its argument string")
 	fs.Var(netsValue{&f.cfg.Nets}, "net", "add a virtio-net device on a tap: `tap=NAME[,mac=MAC][,mtu=N][,io=uring|writev][,queues=N][,pcap=FILE][,rx-rate=...][,tx-rate=...][,rx-pps=...][,tx-pps=...]`, on a host interface with af_packet=IFNAME, or on a rootless user-mode network with user[,hostfwd=tcp:127.0.0.1:HPORT-:GPORT]... (DHCP gives the guest 10.0.2.15; 10.0.2.2 is its gateway, DNS server and the host's 127.0.0.1) (repeatable); io=uring (the default) moves batches of tap frames per io_uring_enter, io=writev one frame per system call; queues=N queue pairs on a tap, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
-	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
+	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-fs: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
+	fs.Var(rootValue{&f.cfg.Root}, "root", "boot the default guest on `DIR` as its root: --root / runs the host's own system and toolchain, read-only over virtio-fs, writes going to a tmpfs overlay, with fresh /proc, /sys, /dev, /run and /tmp; the command runs in the current directory, and --rwdir or --share make directories writable through to the host")
+	fs.Var(sharesValue{&f.cfg.Shares}, "rwdir", "with --root: let the guest write to host directory `DIR` itself, at the same path (repeatable; the same as --share DIR)")
 	fs.StringVar(&f.cfg.Notify, "notify", vmm.NotifyIoeventfd, "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
@@ -110,6 +112,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	cfg := f.cfg
 	cfg.Command = command
 	cfg.WorkDir = hostWorkDir()
+	if cfg.Root != "" {
+		cfg.Env = hostEnv()
+	}
 	for i := range cfg.Nets {
 		cfg.Nets[i].Tuning = f.tuning
 	}

@@ -17,6 +17,10 @@ import (
 // statusBadCmdline is reported when tinyvmm.cmd= cannot be decoded.
 const statusBadCmdline = 125
 
+// statusNoRoot is reported when tinyvmm.root= names a root that cannot be
+// entered.
+const statusNoRoot = 125
+
 const defaultPath = "/bin:/sbin:/usr/bin:/usr/sbin"
 
 func main() {
@@ -41,8 +45,20 @@ func main() {
 	if err := bringUpNetwork(params.hasIP); err != nil {
 		warn(err)
 	}
-	if err := mountShares(params.shares); err != nil {
+	if params.root != "" {
+		entered, err := enterRoot(params.root, params.shares)
+		if err != nil {
+			warn(err)
+		}
+		if !entered {
+			finish(statusNoRoot)
+		}
+	} else if err := mountShares("", params.shares); err != nil {
 		warn(err)
+	}
+	for _, kv := range params.env {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v) // the command's, and where init looks for it (PATH)
 	}
 	if params.cwd != "" {
 		// The command runs where the user ran tinyvmm, inside a share.
