@@ -114,6 +114,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	cfg.WorkDir = hostWorkDir()
 	if cfg.Root != "" {
 		cfg.Env = hostEnv()
+		cfg.Shares = withWorkDir(cfg.Shares, cfg.Root, cfg.WorkDir)
 	}
 	for i := range cfg.Nets {
 		cfg.Nets[i].Tuning = f.tuning

@@ -101,3 +101,27 @@ func hostEnv() []string {
 	}
 	return env
 }
+
+// withWorkDir adds the working directory to a --root guest's shares,
+// writable at its path in the guest (the same path with --root /), so the
+// command's output files (a coverage profile, say) land on the host, and
+// a directory under the guest's fresh /tmp is there too. A share that
+// already holds it is enough.
+func withWorkDir(shares []vmm.ShareConfig, root, wd string) []vmm.ShareConfig {
+	if wd == "" || wd == "/" || vmm.GuestWorkDir(shares, wd) != "" {
+		return shares
+	}
+	guest := wd
+	if rel, err := filepath.Rel(root, wd); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		guest = filepath.Join("/", rel)
+	}
+	if guest == "/" {
+		return shares
+	}
+	for _, s := range shares {
+		if s.GuestPath == guest {
+			return shares
+		}
+	}
+	return append(shares, vmm.ShareConfig{HostDir: wd, GuestPath: guest})
+}

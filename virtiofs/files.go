@@ -129,7 +129,14 @@ func (fs *fileSystem) openOutFlags(mode uint32) uint32 {
 		// mtime moves).
 		return fuse.FOPEN_KEEP_CACHE
 	}
-	return 0
+	// A read-write share is the host's directory, changed on both
+	// sides: read(2) and write(2) go straight to the host file with no
+	// guest page cache in between (virtiofsd's cache=none, what 9p's
+	// cache=mmap was), so each side sees the other's writes at once,
+	// and file data is copied once, from the host's page cache into the
+	// guest process's buffer. mmap, and so exec, still go through the
+	// guest's page cache.
+	return fuse.FOPEN_DIRECT_IO
 }
 
 // Create implements fuse.RawFileSystem: a new regular file, opened.
