@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -245,5 +246,25 @@ func TestReplyStaysInItsChain(t *testing.T) {
 	// The device still serves.
 	if b, e := g.read(f.node, fh, 0, 4); e != 0 || string(b) != "zzzz" {
 		t.Fatalf("after: %q %v", b, e)
+	}
+}
+
+// BenchmarkRoundTrip is one GETATTR through the ring and back: the
+// device's latency per request, kick to interrupt, as a walk of a tree
+// pays it once per directory listing page.
+func BenchmarkRoundTrip(b *testing.B) {
+	g := newGuest(b, b.TempDir(), false)
+	req := g.request(opGetattr, rootID, uint32(0), uint32(0), uint64(0))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		head := g.post(req, 200)
+		for done := false; !done; {
+			runtime.Gosched() // the device's interrupt is not what this times
+			g.mu.Lock()
+			for _, u := range g.rq.Used() {
+				done = done || uint16(u.ID) == head
+			}
+			g.mu.Unlock()
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +40,6 @@ type session struct {
 	wg     sync.WaitGroup
 
 	workers []*queueWorker
-	stopFD  int
 	quit    chan struct{}
 	logged  atomic.Uint32
 }
@@ -48,7 +48,7 @@ type session struct {
 type queueWorker struct {
 	s    *session
 	q    *devices.Queue
-	kick int
+	kick *os.File // a dup of the queue's kick eventfd, in Go's poller
 	irq  devices.Interrupt
 	fail func(error)
 	done chan struct{}
@@ -71,11 +71,6 @@ func newSession(d *Device, a devices.Activation) (*session, error) {
 		d: d, fs: fs, ps: fuse.NewProtocolServer(fs, opts),
 		slots: make(chan struct{}, MaxInflight), quit: make(chan struct{}),
 	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("virtio-fs: stop eventfd: %w", err)
-	}
-	s.stopFD = fd
 	fail := a.Fail
 	if fail == nil {
 		fail = func(error) {}
@@ -84,7 +79,20 @@ func newSession(d *Device, a devices.Activation) (*session, error) {
 		if q == nil {
 			continue // a queue the driver did not enable: nothing comes on it
 		}
-		w := &queueWorker{s: s, q: q, kick: a.Kicks[i], fail: fail, done: make(chan struct{})}
+		// The worker waits for kicks in Go's poller, not in a poll(2)
+		// of its own: a kick then wakes one thread, which goes on to
+		// run the request it starts, where a blocking wait would wake
+		// a second thread for it. The dup is the worker's to close at
+		// a reset; the transport keeps the eventfd.
+		kfd, err := unix.FcntlInt(uintptr(a.Kicks[i]), unix.F_DUPFD_CLOEXEC, 0)
+		if err == nil {
+			err = unix.SetNonblock(kfd, true)
+		}
+		if err != nil {
+			s.closeKicks()
+			return nil, fmt.Errorf("virtio-fs: queue %d kick: %w", i, err)
+		}
+		w := &queueWorker{s: s, q: q, kick: os.NewFile(uintptr(kfd), "kick"), fail: fail, done: make(chan struct{})}
 		if i < len(a.Interrupts) {
 			w.irq = a.Interrupts[i]
 		}
@@ -103,15 +111,18 @@ func (s *session) start() {
 // requests in flight.
 func (s *session) stop() {
 	close(s.quit)
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	unix.Write(s.stopFD, one[:])
+	s.closeKicks() // wakes the workers' reads
 	for _, w := range s.workers {
 		<-w.done
 	}
 	s.fs.closeAll()
 	s.wg.Wait()
-	unix.Close(s.stopFD)
+}
+
+func (s *session) closeKicks() {
+	for _, w := range s.workers {
+		w.kick.Close()
+	}
 }
 
 func (s *session) logf(format string, args ...any) {
@@ -122,7 +133,16 @@ func (s *session) logf(format string, args ...any) {
 
 func (w *queueWorker) run() {
 	defer close(w.done)
-	for w.wait() {
+	var buf [8]byte
+	for first := true; ; first = false {
+		// A kick (the counter read and reset), or the close of a reset.
+		// The first pass looks without one: chains made available
+		// before the device started need none.
+		if !first {
+			if _, err := w.kick.Read(buf[:]); err != nil {
+				return
+			}
+		}
 		for {
 			w.mu.Lock()
 			w.q.DisableNotify()
@@ -136,25 +156,6 @@ func (w *queueWorker) run() {
 			if !more {
 				break
 			}
-		}
-	}
-}
-
-// wait sleeps until a kick (true) or stop (false).
-func (w *queueWorker) wait() bool {
-	fds := []unix.PollFd{{Fd: int32(w.kick), Events: unix.POLLIN}, {Fd: int32(w.s.stopFD), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || fds[1].Revents != 0 {
-			return false
-		}
-		if fds[0].Revents != 0 {
-			var buf [8]byte
-			unix.Read(w.kick, buf[:])
-			return true
 		}
 	}
 }
