@@ -49,7 +49,7 @@ func qemuCommand(mode, work string, cpus int, mem string, runs int) (*exec.Cmd, 
 		fmt.Sprintf("./tinyvmm bench share --measure . --runs %d", runs)
 	cmdline := "console=ttyS0 reboot=k panic=-1 quiet " + vmm.CommandArg([]string{"sh", "-c", script})
 	cmd := exec.Command(bin, "-accel", "kvm", "-cpu", "host", "-smp", fmt.Sprint(cpus), "-m", mem,
-		"-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-no-reboot",
+		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", files[0], "-initrd", files[1], "-append", cmdline,
 		"-virtfs", "local,path="+work+",mount_tag=q9p,security_model=none,id=q9p")
 	cmd.Dir = work
