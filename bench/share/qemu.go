@@ -45,13 +45,16 @@ func qemuCommand(mode, work string, cpus int, mem string, runs int) (*exec.Cmd, 
 		}
 		return nil, fmt.Sprintf("no %s with /dev/kvm and the default guest: %v", qemuBinary, err)
 	}
-	script := "mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap q9p /mnt && cd /mnt && " +
+	script := "mkdir -p /mnt && mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap q9p /mnt && cd /mnt && " +
 		fmt.Sprintf("./tinyvmm bench share --measure . --runs %d", runs)
 	cmdline := "console=ttyS0 reboot=k panic=-1 quiet " + vmm.CommandArg([]string{"sh", "-c", script})
 	cmd := exec.Command(bin, "-accel", "kvm", "-cpu", "host", "-smp", fmt.Sprint(cpus), "-m", mem,
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-no-reboot",
 		"-kernel", files[0], "-initrd", files[1], "-append", cmdline,
-		"-virtfs", "local,path="+work+",mount_tag=q9p,security_model=none,id=q9p")
+		"-virtfs", "local,path="+work+",mount_tag=q9p,security_model=none,id=q9p",
+		// init writes the command's status to port 0x501, tinyvmm's exit
+		// device; QEMU then exits with status*2+1.
+		"-device", "isa-debug-exit,iobase=0x501,iosize=1")
 	cmd.Dir = work
 	return cmd, ""
 }

@@ -140,7 +140,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	cmd := exec.Command(self, append(append(runArgs, "--"), guestArgs...)...)
 	cmd.Dir, cmd.Stderr = work, stderr
 	fmt.Fprintf(stderr, "bench share: tinyvmm %s\n", strings.Join(cmd.Args[1:], " "))
-	gr, err := guestSide(cmd)
+	gr, err := guestSide(cmd, 0)
 	if err != nil {
 		return fmt.Errorf("tinyvmm guest: %w", err)
 	}
@@ -148,7 +148,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 
 	if q, why := qemuCommand(*qemu, work, *cpus, *mem, *runs); q != nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
-		qr, err := guestSide(q)
+		qr, err := guestSide(q, 1)
 		if err != nil {
 			rep.QEMUWhy = err.Error()
 		} else {
@@ -206,9 +206,14 @@ func printReport(w io.Writer, r *Report) {
 	}
 }
 
-// guestSide runs a VM whose command prints measureAll's JSON line.
-func guestSide(cmd *exec.Cmd) (Runs, error) {
+// guestSide runs a VM whose command prints measureAll's JSON line; ok is
+// the VMM's exit status when the command succeeded.
+func guestSide(cmd *exec.Cmd, ok int) (Runs, error) {
 	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == ok {
+		err = nil
+	}
 	if err != nil {
 		return Runs{}, fmt.Errorf("%v; its output:\n%s", err, out)
 	}
