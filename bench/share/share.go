@@ -35,6 +35,9 @@ import (
 )
 
 const (
+	// guestTimeout bounds one VM's side (a guest that hangs).
+	guestTimeout = 25 * time.Minute
+
 	readChunk   = 1 << 20
 	parReaders  = 4
 	parFileSize = 16 << 20
@@ -145,6 +148,9 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("tinyvmm guest: %w", err)
 	}
 	rep.Guest = side("guest (tinyvmm virtio-fs)", gr)
+	// Now, in case the anchor never ends.
+	j, _ := json.Marshal(rep.Guest)
+	fmt.Fprintf(stderr, "bench share: host %s\nbench share: guest %s\n", mustJSON(rep.Host), j)
 
 	if q, why := qemuCommand(*qemu, work, *cpus, *mem, *runs); q != nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
@@ -181,6 +187,11 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+func mustJSON(v any) []byte {
+	j, _ := json.Marshal(v)
+	return j
+}
+
 func side(where string, r Runs) Side {
 	s := Side{Where: where, Runs: r, ReadMiBs: median(r.ReadMiBs), WalkSecs: median(r.WalkSecs),
 		Par1MiBs: median(r.Par1MiBs), Par4MiBs: median(r.Par4MiBs)}
@@ -209,7 +220,20 @@ func printReport(w io.Writer, r *Report) {
 // guestSide runs a VM whose command prints measureAll's JSON line; ok is
 // the VMM's exit status when the command succeeded.
 func guestSide(cmd *exec.Cmd, ok int) (Runs, error) {
-	out, err := cmd.Output()
+	var out []byte
+	var err error
+	done := make(chan struct{})
+	go func() {
+		out, err = cmd.Output()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(guestTimeout):
+		cmd.Process.Kill()
+		<-done
+		return Runs{}, fmt.Errorf("no result after %v; its output:\n%s", guestTimeout, out)
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == ok {
 		err = nil
