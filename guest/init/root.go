@@ -87,5 +87,14 @@ func mountRoot(tag string, shares []share) error {
 	if err := mountShares(root, shares); err != nil {
 		errs = append(errs, err)
 	}
+	// DHCP ran before the root was entered and named the DNS servers
+	// in the initramfs's /etc/resolv.conf; the host's may point at a
+	// resolver of its own that does not run here. The overlay takes it.
+	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil && len(b) > 0 {
+		os.Remove(filepath.Join(root, "etc/resolv.conf")) // a symlink into /run, often
+		if err := os.WriteFile(filepath.Join(root, "etc/resolv.conf"), b, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("resolv.conf: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
