@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/devices"
+	"tinyvmm/sharefs"
 )
 
 func TestConfigSpace(t *testing.T) {
@@ -266,5 +269,44 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 			g.mu.Unlock()
 		}
+	}
+}
+
+// TestHandleLimit: a guest that opens without releasing gets EMFILE past
+// MaxHandles, and the files it had stay usable.
+func TestHandleLimit(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	sh, err := sharefs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	dev, _ := New(Config{Tag: "t", Share: sh})
+	s, err := newSession(dev, devices.Activation{Queues: []*devices.Queue{nil, nil}, Kicks: []int{-1, -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	g := &guest{t: t}
+	call := func(req []byte) (unix.Errno, []byte) {
+		out := make([]byte, 4096)
+		n := s.handle([]devices.Desc{{Buf: req}, {Write: true, Buf: out}})
+		return g.check(req, out[:n])
+	}
+	call(g.request(opInit, 0, uint32(7), uint32(31), uint32(0), uint32(0)))
+	if e, _ := call(g.request(opLookup, rootID, "f")); e != 0 {
+		t.Fatal(e)
+	}
+	for i := 0; i < MaxHandles; i++ {
+		if e, _ := call(g.request(opOpen, 2, uint32(unix.O_RDONLY), uint32(0))); e != 0 {
+			t.Fatalf("open %d: %v", i, e)
+		}
+	}
+	if e, _ := call(g.request(opOpen, 2, uint32(unix.O_RDONLY), uint32(0))); e != unix.EMFILE {
+		t.Fatalf("open past the limit: %v, want EMFILE", e)
+	}
+	if e, b := call(g.request(opRead, 2, readIn(1, 0, 10)...)); e != 0 || string(b) != "x" {
+		t.Fatalf("read of the first handle: %q %v", b, e)
 	}
 }
