@@ -1,6 +1,6 @@
 // Command init is the /init of the tinyvmm guest on hardware KVM. It mounts
 // proc, sys, dev and tmp, brings lo up (and eth0 when the kernel's ip= does
-// not own it, configured by DHCP with busybox udhcpc), mounts the --share directories (tinyvmm.shares=), runs the command from tinyvmm.cmd= on the console, writes its
+// not own it, configured by DHCP with busybox udhcpc), mounts the --share directories (tinyvmm.shares=, virtio-fs) or, with tinyvmm.root=, enters the host's tree as its root (root.go), runs the command from tinyvmm.cmd= on the console, writes its
 // exit status to tinyvmm's exit port and powers off. Without a command it
 // runs a shell on the console. It prints nothing unless something fails.
 package main
