@@ -62,7 +62,9 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 		"                           10.0.2.15 by DHCP; 10.0.2.2 is its gateway,\n"+
 		"                           DNS server and the host's 127.0.0.1\n"+
 		"OPTS, comma-separated: mac=MAC; mtu=N; io=uring (batches of frames per io_uring_enter, the default) or io=writev (a system call per frame); queues=N queue pairs, each with its own worker (default: one per vCPU, up to 8); pcap=FILE captures every frame; rx-rate=/tx-rate=BYTES/s[:BURST] and rx-pps=/tx-pps=N[:BURST] are token-bucket limits (K, M, G: powers of 1000)")
-	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-9p: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
+	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-fs: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
+	fs.Var(rootValue{&f.cfg.Root}, "root", "boot the default guest on `DIR` as its root: --root / runs the host's own system and toolchain, read-only over virtio-fs, writes going to a tmpfs overlay, with fresh /proc, /sys, /dev, /run and /tmp; the command runs in the current directory, and --rwdir or --share make directories writable through to the host")
+	fs.Var(sharesValue{&f.cfg.Shares}, "rwdir", "with --root: let the guest write to host directory `DIR` itself, at the same path (repeatable; the same as --share DIR)")
 	fs.StringVar(&f.notify, "notify", pci.NotifyIoeventfd.String(), "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
@@ -116,6 +118,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	cfg := f.cfg
 	cfg.Command = command
 	cfg.WorkDir = hostWorkDir()
+	if cfg.Root != "" {
+		cfg.Env = hostEnv()
+		cfg.Shares = withWorkDir(cfg.Shares, cfg.Root, cfg.WorkDir)
+	}
 	for i := range cfg.Nets {
 		cfg.Nets[i].Tuning = f.tuning
 	}
@@ -259,7 +265,7 @@ func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.
 var runFlagGroups = []cliflag.Group{
 	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
 	{Title: "Network", Names: []string{"net", "notify"}},
-	{Title: "Sharing", Names: []string{"share"}},
+	{Title: "Sharing and the guest's root", Names: []string{"share", "root", "rwdir"}},
 	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
 	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }

@@ -59,3 +59,69 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// rootValue is --root DIR: a directory, symlinks resolved.
+type rootValue struct{ root *string }
+
+func (v rootValue) String() string { return "" }
+
+func (v rootValue) Set(s string) error {
+	abs, err := filepath.Abs(s)
+	if err != nil || s == "" {
+		return fmt.Errorf("--root %q: give a directory, / for the host's own", s)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
+			err = fmt.Errorf("not a directory")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--root %s: %v", s, errText(err))
+	}
+	*v.root = real
+	return nil
+}
+
+// rootEnv are the variables of tinyvmm's environment a --root guest's
+// command gets, so that it finds the host's tools and settings as the
+// user's shell would: the rest (sockets, sessions, secrets) stays out, and
+// the kernel command line that carries them is short.
+var rootEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TZ",
+	"GOPATH", "GOROOT", "GOFLAGS", "GOCACHE", "GOMODCACHE", "GOPROXY", "GOTOOLCHAIN", "CGO_ENABLED"}
+
+// hostEnv is rootEnv's variables that are set, as KEY=VALUE.
+func hostEnv() []string {
+	var env []string
+	for _, k := range rootEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// withWorkDir adds the working directory to a --root guest's shares,
+// writable at its path in the guest (the same path with --root /), so the
+// command's output files (a coverage profile, say) land on the host, and
+// a directory under the guest's fresh /tmp is there too. A share that
+// already holds it is enough.
+func withWorkDir(shares []vmm.ShareConfig, root, wd string) []vmm.ShareConfig {
+	if wd == "" || wd == "/" || vmm.GuestWorkDir(shares, wd) != "" {
+		return shares
+	}
+	guest := wd
+	if rel, err := filepath.Rel(root, wd); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		guest = filepath.Join("/", rel)
+	}
+	if guest == "/" {
+		return shares
+	}
+	for _, s := range shares {
+		if s.GuestPath == guest {
+			return shares
+		}
+	}
+	return append(shares, vmm.ShareConfig{HostDir: wd, GuestPath: guest})
+}

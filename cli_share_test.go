@@ -44,3 +44,20 @@ func TestShareFlag(t *testing.T) {
 		t.Errorf("negative timeout: status %d, stderr %q", status, stderr.String())
 	}
 }
+
+func TestWithWorkDir(t *testing.T) {
+	got := withWorkDir(nil, "/", "/home/u/src")
+	if len(got) != 1 || got[0].HostDir != "/home/u/src" || got[0].GuestPath != "/home/u/src" || got[0].ReadOnly {
+		t.Fatalf("--root /: %+v", got)
+	}
+	if got := withWorkDir(nil, "/srv/root", "/srv/root/work"); len(got) != 1 || got[0].GuestPath != "/work" {
+		t.Fatalf("--root /srv/root: %+v", got)
+	}
+	held := []vmm.ShareConfig{{HostDir: "/home/u", GuestPath: "/home/u"}}
+	if got := withWorkDir(held, "/", "/home/u/src"); len(got) != 1 {
+		t.Fatalf("a share holds it already: %+v", got)
+	}
+	if got := withWorkDir(nil, "/", "/"); len(got) != 0 {
+		t.Fatalf("working directory /: %+v", got)
+	}
+}

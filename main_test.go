@@ -215,7 +215,7 @@ func TestCLIHelp(t *testing.T) {
 	}
 	out, _ := exec.Command(bin, "run", "--help").Output()
 	for _, want := range []string{"--kernel PATH", "--mem SIZE", "--net SPEC", "tap=NAME[,OPTS]", "--stats[=FILE]", "Ctrl-A x", "-- CMD",
-		"Basic flags:", "Network:", "Sharing:", "Tuning the net device's worker:", "Debugging and benchmarks:", "--rx-batch N"} {
+		"Basic flags:", "Network:", "Sharing and the guest's root:", "Tuning the net device's worker:", "Debugging and benchmarks:", "--rx-batch N"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("run --help lacks %q", want)
 		}

@@ -6,6 +6,7 @@ package vmm
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"tinyvmm/userproc"
 	"tinyvmm/virtio/pci"
@@ -38,9 +39,17 @@ type Config struct {
 	CPUs     int
 
 	Nets []NetConfig
-	// Shares are host directories served to the guest over virtio-9p;
+	// Shares are host directories served to the guest over virtio-fs;
 	// the default guest's init mounts each at its GuestPath.
 	Shares []ShareConfig
+	// Root, when set, is a host directory ("/" for the host's own root)
+	// the default guest's init makes its root: read-only over virtio-fs,
+	// under a tmpfs overlay that takes the writes, with fresh /proc,
+	// /sys, /dev, /run and /tmp, and the Shares mounted inside.
+	Root string
+	// Env is what the command's environment gets besides init's own
+	// (with Root: the host's PATH, HOME and the like), as KEY=VALUE.
+	Env []string
 	// WorkDir is the host's working directory: when it lies inside a
 	// share, the guest runs Command in the matching guest directory.
 	WorkDir string
@@ -111,6 +120,9 @@ func (c *Config) check() error {
 	}
 	if err := checkShares(c.Shares); err != nil {
 		return err
+	}
+	if c.Root != "" && !filepath.IsAbs(c.Root) {
+		return fmt.Errorf("--root %s: give an absolute path", c.Root)
 	}
 	seen := map[string]bool{}
 	for _, n := range c.Nets {

@@ -2,7 +2,9 @@ package vmm
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -191,4 +193,82 @@ func TestLinuxGuestExitStatuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLinuxGuestHostRoot: --root / boots the guest on the host's own root
+// (L1's, in the nested run) and runs a dynamically linked program of the
+// host's, tinyvmm itself run by a non-root user with /dev/kvm through its
+// group. The guest's writes outside the working directory go to its
+// overlay; the working directory is the host's, writable; /proc is the
+// guest's own.
+func TestLinuxGuestHostRoot(t *testing.T) {
+	bin := tinyvmmCLI(t)
+	prog := dynamicProgram(t)
+	dir := userDir(t)
+	marker := "/tinyvmm-root-test-" + filepath.Base(dir)
+	script := strings.Join([]string{
+		prog + " --version",
+		"echo overlay > " + marker, "cat " + marker,
+		"pwd", "echo through > result",
+		"grep MemTotal /proc/meminfo",
+	}, " && ")
+	status, out, stderr := runCLI(t, bin, dir, "run", "--root", "/", "--mem", "384M", "--timeout", "10m", "--", "sh", "-c", script)
+	if status != 0 {
+		t.Fatalf("status %d; console:\n%s\nstderr:\n%s", status, out, stderr)
+	}
+	if !strings.Contains(out, "version") && !strings.Contains(out, "Version") {
+		t.Errorf("%s --version printed no version:\n%s", prog, out)
+	}
+	if !strings.Contains(out, "overlay") {
+		t.Errorf("the guest could not write its root:\n%s", out)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the guest's write to %s reached the host: %v", marker, err)
+		os.Remove(marker)
+	}
+	if !strings.Contains(out, dir+"\r\n") && !strings.Contains(out, dir+"\n") {
+		t.Errorf("the command did not run in %s:\n%s", dir, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "result")); err != nil || string(b) != "through\n" {
+		t.Errorf("the guest's file in the working directory, on the host: %q, %v", b, err)
+	}
+	// 384M of guest memory, not the host's: the guest's own /proc.
+	var kb int
+	if i := strings.Index(out, "MemTotal:"); i < 0 {
+		t.Errorf("no MemTotal:\n%s", out)
+	} else if fmt.Sscan(out[i+len("MemTotal:"):], &kb); kb <= 0 || kb > 400<<10 {
+		t.Errorf("the guest's /proc/meminfo says %d kB: not the guest's", kb)
+	}
+}
+
+// dynamicProgram finds a dynamically linked executable on the host (QEMU
+// in the nested run with -with-qemu), or skips.
+func dynamicProgram(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh on the host to script the guest with")
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH") + ":/usr/bin:/usr/local/bin") {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o005 != 0o005 {
+				continue
+			}
+			f, err := elf.Open(p)
+			if err != nil {
+				continue
+			}
+			dynamic := false
+			for _, prog := range f.Progs {
+				dynamic = dynamic || prog.Type == elf.PT_INTERP
+			}
+			f.Close()
+			if dynamic && (e.Name() == "qemu-system-x86_64" || strings.HasPrefix(dir, "/usr")) {
+				return p
+			}
+		}
+	}
+	t.Skip("no dynamically linked program on the host (the nested runner's -with-qemu brings QEMU)")
+	return ""
 }

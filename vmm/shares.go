@@ -6,28 +6,34 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"tinyvmm/sharefs"
 	"tinyvmm/virtio/pci"
-	"tinyvmm/virtio9p"
+	"tinyvmm/virtiofs"
 )
 
-// ShareConfig is one host directory the guest mounts over virtio-9p.
+// ShareConfig is one host directory the guest mounts over virtio-fs.
 type ShareConfig struct {
 	HostDir   string // absolute
 	GuestPath string // absolute; where the default guest's init mounts it
+	ReadOnly  bool   // the device refuses every change
 }
 
-// shareDevice is one --share: the host tree, its 9p device and transport.
+// shareDevice is one --share (or the --root tree): the host tree, its
+// virtio-fs device and transport.
 type shareDevice struct {
 	cfg       ShareConfig
 	fs        *sharefs.Share
-	dev       *virtio9p.Device
+	dev       *virtiofs.Device
 	transport *pci.Transport
 }
 
 // shareTag is the mount tag of the i-th share.
 func shareTag(i int) string { return fmt.Sprintf("tinyvmm%d", i) }
+
+// rootTag is the mount tag of the --root tree.
+const rootTag = "tinyvmm-root"
 
 // checkShares validates the --share paths without touching them.
 func checkShares(shares []ShareConfig) error {
@@ -50,11 +56,14 @@ func checkShares(shares []ShareConfig) error {
 
 // SharesArg is the kernel argument that tells the guest's init what to
 // mount: tinyvmm.shares= and the unpadded base64url of a JSON array of
-// [tag, guest path] pairs.
+// [tag, guest path] pairs ([tag, guest path, "ro"] for a read-only one).
 func SharesArg(shares []ShareConfig) string {
-	pairs := make([][2]string, len(shares))
+	pairs := make([][]string, len(shares))
 	for i, s := range shares {
-		pairs[i] = [2]string{shareTag(i), s.GuestPath}
+		pairs[i] = []string{shareTag(i), s.GuestPath}
+		if s.ReadOnly {
+			pairs[i] = append(pairs[i], "ro")
+		}
 	}
 	j, _ := json.Marshal(pairs)
 	return "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString(j)
@@ -77,30 +86,57 @@ func GuestWorkDir(shares []ShareConfig, dir string) string {
 // initArgs are the kernel arguments for the guest's init besides the
 // command: the shares to mount and the working directory.
 func (c *Config) initArgs() string {
-	if len(c.Shares) == 0 {
-		return ""
+	var args []string
+	if len(c.Shares) > 0 {
+		args = append(args, SharesArg(c.Shares))
 	}
-	args := SharesArg(c.Shares)
-	if wd := GuestWorkDir(c.Shares, c.WorkDir); wd != "" && len(c.Command) > 0 {
-		args += " tinyvmm.cwd=" + base64.RawURLEncoding.EncodeToString([]byte(wd))
+	shares := c.Shares
+	if c.Root != "" {
+		args = append(args, "tinyvmm.root="+rootTag)
+		if len(c.Env) > 0 {
+			j, _ := json.Marshal(c.Env)
+			args = append(args, "tinyvmm.env="+base64.RawURLEncoding.EncodeToString(j))
+		}
+		// The working directory is found through the root too.
+		shares = append([]ShareConfig{{HostDir: c.Root, GuestPath: "/"}}, shares...)
 	}
-	return args
+	if wd := GuestWorkDir(shares, c.WorkDir); wd != "" && len(c.Command) > 0 {
+		args = append(args, "tinyvmm.cwd="+base64.RawURLEncoding.EncodeToString([]byte(wd)))
+	}
+	return strings.Join(args, " ")
 }
 
 // openShares opens each shared directory and makes its device. It needs
 // no KVM, so a missing directory is reported before /dev/kvm.
 func (m *machine) openShares() error {
-	for i, sc := range m.cfg.Shares {
+	open := func(tag string, sc ShareConfig) error {
 		fs, err := sharefs.Open(sc.HostDir)
 		if err != nil {
 			return err
 		}
 		m.onTeardown(func() { fs.Close() })
-		dev, err := virtio9p.New(shareTag(i), fs, func(format string, args ...any) { m.logf(format, args...) })
+		cfg := virtiofs.Config{Tag: tag, Share: fs, ReadOnly: sc.ReadOnly,
+			Logf: func(format string, args ...any) { m.logf(format, args...) }}
+		if sc.ReadOnly {
+			// Nothing in the guest changes it: names and attributes
+			// may be trusted longer (the host's own changes show
+			// within this).
+			cfg.Timeout = 10 * time.Second
+		}
+		dev, err := virtiofs.New(cfg)
 		if err != nil {
 			return err
 		}
 		m.shares = append(m.shares, &shareDevice{cfg: sc, fs: fs, dev: dev})
+		return nil
+	}
+	for i, sc := range m.cfg.Shares {
+		if err := open(shareTag(i), sc); err != nil {
+			return err
+		}
+	}
+	if m.cfg.Root != "" {
+		return open(rootTag, ShareConfig{HostDir: m.cfg.Root, GuestPath: "/", ReadOnly: true})
 	}
 	return nil
 }

@@ -56,3 +56,24 @@ func TestCheckShares(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestRootInitArgs(t *testing.T) {
+	c := Config{Root: "/", WorkDir: "/home/u/src/pkg", Command: []string{"go", "test"}, Env: []string{"PATH=/usr/bin"},
+		Shares: []ShareConfig{{HostDir: "/home/u/out", GuestPath: "/home/u/out"}}}
+	args := c.initArgs()
+	for _, want := range []string{
+		"tinyvmm.root=tinyvmm-root",
+		"tinyvmm.env=" + base64.RawURLEncoding.EncodeToString([]byte(`["PATH=/usr/bin"]`)),
+		// The working directory through the root, at the same path.
+		"tinyvmm.cwd=" + base64.RawURLEncoding.EncodeToString([]byte("/home/u/src/pkg")),
+		"tinyvmm.shares=",
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("initArgs = %q, want %q in it", args, want)
+		}
+	}
+	ro := SharesArg([]ShareConfig{{HostDir: "/h", GuestPath: "/m", ReadOnly: true}})
+	if want := "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["tinyvmm0","/m","ro"]]`)); ro != want {
+		t.Errorf("SharesArg read-only = %q, want %q", ro, want)
+	}
+}

@@ -144,7 +144,7 @@ func (m *machine) loadGuest() (boot.CPUState, error) {
 	if m.cfg.UserStart {
 		return boot.LoadUser(layout, kernel, m.cfg.Cmdline)
 	}
-	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, len(m.cfg.Nets)+len(m.cfg.Shares) > 0,
+	img := boot.Image{Kernel: kernel, Initrd: initrd, Cmdline: kernelCmdline(m.host, len(m.cfg.Nets)+len(m.cfg.Shares) > 0 || m.cfg.Root != "",
 		strings.TrimSpace(m.cfg.initArgs()+" "+m.cfg.Cmdline), m.cfg.Command)}
 	return boot.Load(layout, img)
 }

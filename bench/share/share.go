@@ -1,11 +1,19 @@
-// Package share is `tinyvmm-lab bench share`: read throughput of a file on a
-// --share (virtio-9p) in the guest against the same read on the host.
+// Package share is `tinyvmm-lab bench share`: a --share (virtio-fs) measured
+// in the guest against the same operations on the host, and, where QEMU
+// can serve one, against QEMU's own virtio-9p share in the same place.
 //
-// The same two readers run on both sides: `cat FILE` with its output
-// thrown away (the everyday tool; busybox cat in the guest), and a Go
-// loop of 512000-byte reads (one 9p message each at the guest's msize).
+// Three operations, each timed --runs times (the median is reported):
+//
+//   - read: one sequential read of a --size MiB file, 1 MiB at a time;
+//   - walk: a walk of a tree of --files files (100 per directory) with an
+//     lstat of every entry, what `find | xargs stat` or `git status` do;
+//   - parallel: 4 readers of their own 16 MiB file at once against 1.
+//
 // The guest side is this binary itself, copied into the share and run
-// there with --read, so nothing but the file system differs.
+// there with --measure, so nothing but the file system differs. The
+// report's top-level keys: read_ratio (the guest's MiB/s over the
+// host's), walk_ratio (the guest's seconds over the host's) and
+// parallel_speedup (the guest's 4 readers' MiB/s over 1 reader's).
 package share
 
 import (
@@ -14,46 +22,92 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
 )
 
-// readChunk is the Go reader's read size: the guest's msize, 512000.
-const readChunk = 512000
+const (
+	// guestTimeout bounds one VM's side (a guest that hangs).
+	guestTimeout = 25 * time.Minute
 
-// Result is one side's measurement: median MiB/s over the runs.
-type Result struct {
-	Where    string    `json:"where"`
-	Bytes    int64     `json:"bytes"`
-	CatMiBs  float64   `json:"cat_mib_s"`
-	ReadMiBs float64   `json:"read_mib_s"`
-	CatRuns  []float64 `json:"cat_runs"`
-	ReadRuns []float64 `json:"read_runs"`
+	readChunk   = 1 << 20
+	parReaders  = 4
+	parFileSize = 16 << 20
+	perDir      = 100
+)
+
+// Runs is one side's timings, one value per run.
+type Runs struct {
+	ReadMiBs []float64 `json:"read_mib_s"`
+	WalkSecs []float64 `json:"walk_s"`
+	Par1MiBs []float64 `json:"parallel1_mib_s"`
+	Par4MiBs []float64 `json:"parallel4_mib_s"`
+	Entries  int       `json:"walk_entries"`
+}
+
+// Side is one side's medians and its runs.
+type Side struct {
+	Where    string  `json:"where"`
+	ReadMiBs float64 `json:"read_mib_s"`
+	WalkSecs float64 `json:"walk_s"`
+	Par1MiBs float64 `json:"parallel1_mib_s"`
+	Par4MiBs float64 `json:"parallel4_mib_s"`
+	Speedup  float64 `json:"parallel_speedup"`
+	Runs     Runs    `json:"runs"`
+}
+
+// Report is out/bench/share.json.
+type Report struct {
+	ReadRatio       float64 `json:"read_ratio"`
+	WalkRatio       float64 `json:"walk_ratio"`
+	ParallelSpeedup float64 `json:"parallel_speedup"`
+	// The QEMU virtio-9p anchor's, when it ran.
+	QEMU9pReadRatio       float64 `json:"qemu_9p_read_ratio,omitempty"`
+	QEMU9pWalkRatio       float64 `json:"qemu_9p_walk_ratio,omitempty"`
+	QEMU9pParallelSpeedup float64 `json:"qemu_9p_parallel_speedup,omitempty"`
+
+	QEMURuns int    `json:"qemu_runs,omitempty"`
+	SizeMiB  int    `json:"size_mib"`
+	Files    int    `json:"files"`
+	Runs     int    `json:"runs"`
+	CPUs     int    `json:"guest_cpus"`
+	Host     Side   `json:"host"`
+	Guest    Side   `json:"guest"`
+	QEMU9p   *Side  `json:"qemu_9p,omitempty"`
+	QEMUWhy  string `json:"qemu_9p_skipped,omitempty"`
 }
 
 // MainShare runs the benchmark.
 func MainShare(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench share", flag.ContinueOnError)
-	size := fs.Int64("size", 64, "file size in `MiB`")
-	runs := fs.Int("runs", 3, "timed reads of each kind (the median is reported)")
-	read := fs.String("read", "", "measure reading `FILE` here and print one JSON line (what runs inside the guest)")
-	dir := fs.String("dir", "", "scratch `DIR` for the file (default: a new directory in $TMPDIR)")
-	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
-	if help, err := cliflag.ParseFlagsOnly(fs, "bench share", "Usage: tinyvmm bench share [flags]   read throughput of a --share file in the guest vs the same read on the host\n\nFlags:", args, stdout); help || err != nil {
+	size := fs.Int("size", 64, "size in `MiB` of the file read sequentially")
+	files := fs.Int("files", 20000, "files in the walked tree")
+	runs := fs.Int("runs", 5, "timed runs of each operation (the median is reported)")
+	cpus := fs.Int("cpus", 4, "guest vCPUs (the parallel readers run on them)")
+	mem := fs.String("mem", "512M", "guest memory")
+	measure := fs.String("measure", "", "measure in `DIR` (made by this command) and print one JSON line: what runs inside the guest")
+	dir := fs.String("dir", "", "scratch `DIR` for the files (default: a new directory in $TMPDIR)")
+	out := fs.String("o", "out/bench/share.json", "write the report to `FILE`")
+	qemu := fs.String("qemu", "auto", "QEMU virtio-9p anchor: auto (when qemu-system-x86_64 and /dev/kvm are there), on or off")
+	qemuRuns := fs.Int("qemu-runs", 3, "timed runs of each operation on the QEMU anchor (its 9p walk is slow)")
+	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated")
+	if help, err := cliflag.ParseFlagsOnly(fs, "bench share", "Usage: tinyvmm-lab bench share [flags]   a --share (virtio-fs) in the guest against the same operations on the host", args, stdout); help || err != nil {
 		return err
 	}
-	if *size < 1 || *runs < 1 {
-		return cliflag.Usagef("--size and --runs must be at least 1")
+	if *size < 1 || *runs < 1 || *files < 1 || *cpus < 1 {
+		return cliflag.Usagef("--size, --files, --runs and --cpus must be at least 1")
 	}
-	if *read != "" {
-		r, err := measure(*read, *runs, "here")
+	if *measure != "" {
+		r, err := measureAll(*measure, *runs)
 		if err != nil {
 			return err
 		}
@@ -68,12 +122,12 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(work)
 	}
-	file := filepath.Join(work, "data")
-	if err := writeFile(file, *size<<20); err != nil {
+	fmt.Fprintf(stderr, "bench share: making %d MiB, %dx%d MiB and a %d-file tree in %s\n", *size, parReaders, parFileSize>>20, *files, work)
+	if err := makeFiles(work, int64(*size)<<20, *files); err != nil {
 		return err
 	}
 	// tinyvmm boots the guest; a copy of this command, in the share, is
-	// the guest's reader.
+	// the guest's side of the benchmark.
 	vmm, err := tinyvmmbin.Path()
 	if err != nil {
 		return err
@@ -82,59 +136,219 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	guestSelf := "./" + filepath.Base(self)
 	if err := copyFile(self, filepath.Join(work, filepath.Base(self))); err != nil {
 		return err
 	}
-	host, err := measure(file, *runs, "host")
+	rep := Report{SizeMiB: *size, Files: *files, Runs: *runs, CPUs: *cpus}
+
+	hostRuns, err := measureAll(work, *runs)
 	if err != nil {
 		return err
 	}
-	runArgs := append([]string{"run", "--share", work}, strings.Fields(*extra)...)
-	runArgs = append(runArgs, "--", "./"+filepath.Base(self), "bench", "share", "--read", "data", "--runs", fmt.Sprint(*runs))
-	cmd := exec.Command(vmm, runArgs...)
+	rep.Host = side("host", hostRuns)
+
+	guestArgs := []string{guestSelf, "bench", "share", "--measure", ".", "--runs", fmt.Sprint(*runs)}
+	runArgs := append([]string{"run", "--cpus", fmt.Sprint(*cpus), "--mem", *mem, "--share", work}, strings.Fields(*extra)...)
+	cmd := exec.Command(vmm, append(append(runArgs, "--"), guestArgs...)...)
 	cmd.Dir, cmd.Stderr = work, stderr
-	out, err := cmd.Output()
+	fmt.Fprintf(stderr, "bench share: tinyvmm %s\n", strings.Join(cmd.Args[1:], " "))
+	gr, err := guestSide(cmd, 0)
 	if err != nil {
-		return fmt.Errorf("guest side: %v; its output:\n%s", err, out)
+		return fmt.Errorf("tinyvmm guest: %w", err)
 	}
-	var guest Result
-	if err := json.Unmarshal([]byte(lastJSONLine(string(out))), &guest); err != nil {
-		return fmt.Errorf("guest side printed no result: %v; its output:\n%s", err, out)
+	rep.Guest = side("guest (tinyvmm virtio-fs)", gr)
+	// Now, in case the anchor never ends.
+	j, _ := json.Marshal(rep.Guest)
+	fmt.Fprintf(stderr, "bench share: host %s\nbench share: guest %s\n", mustJSON(rep.Host), j)
+
+	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf); q != nil {
+		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
+		qr, err := guestSide(q, 1)
+		if err != nil {
+			rep.QEMUWhy = err.Error()
+		} else {
+			s := side("guest (QEMU virtio-9p)", qr)
+			rep.QEMU9p = &s
+			rep.QEMURuns = max(*qemuRuns, 1)
+		}
+	} else {
+		rep.QEMUWhy = why
 	}
-	guest.Where = "guest (9p)"
-	fmt.Fprintf(stdout, "read of a %d MiB file, median of %d runs (MiB/s)\n", *size, *runs)
-	fmt.Fprintf(stdout, "%-12s %10s %16s\n", "", "cat", "Go 512000-B reads")
-	for _, r := range []Result{host, guest} {
-		fmt.Fprintf(stdout, "%-12s %10.1f %16.1f\n", r.Where, r.CatMiBs, r.ReadMiBs)
+
+	rep.ReadRatio = rep.Guest.ReadMiBs / rep.Host.ReadMiBs
+	rep.WalkRatio = rep.Guest.WalkSecs / rep.Host.WalkSecs
+	rep.ParallelSpeedup = rep.Guest.Speedup
+	if q := rep.QEMU9p; q != nil {
+		rep.QEMU9pReadRatio = q.ReadMiBs / rep.Host.ReadMiBs
+		rep.QEMU9pWalkRatio = q.WalkSecs / rep.Host.WalkSecs
+		rep.QEMU9pParallelSpeedup = q.Speedup
 	}
-	fmt.Fprintf(stdout, "guest/host   %9.1f%% %15.1f%%\n", 100*guest.CatMiBs/host.CatMiBs, 100*guest.ReadMiBs/host.ReadMiBs)
+	printReport(stdout, &rep)
+	if *out != "" {
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return err
+		}
+		j, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*out, append(j, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", *out)
+	}
 	return nil
 }
 
-// measure times cat and the Go reader on path, runs times each.
-func measure(path string, runs int, where string) (Result, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return Result{}, err
+func mustJSON(v any) []byte {
+	j, _ := json.Marshal(v)
+	return j
+}
+
+func side(where string, r Runs) Side {
+	s := Side{Where: where, Runs: r, ReadMiBs: median(r.ReadMiBs), WalkSecs: median(r.WalkSecs),
+		Par1MiBs: median(r.Par1MiBs), Par4MiBs: median(r.Par4MiBs)}
+	s.Speedup = s.Par4MiBs / s.Par1MiBs
+	return s
+}
+
+func printReport(w io.Writer, r *Report) {
+	fmt.Fprintf(w, "tinyvmm bench share: medians of %d runs; guest with %d vCPUs\n", r.Runs, r.CPUs)
+	fmt.Fprintf(w, "%-28s %12s %12s %12s %12s %9s\n", "", "read MiB/s", "walk s", "1 rd MiB/s", "4 rd MiB/s", "4 vs 1")
+	sides := []Side{r.Host, r.Guest}
+	if r.QEMU9p != nil {
+		sides = append(sides, *r.QEMU9p)
 	}
-	r := Result{Where: where, Bytes: fi.Size()}
+	for _, s := range sides {
+		fmt.Fprintf(w, "%-28s %12.1f %12.3f %12.1f %12.1f %9.2f\n", s.Where, s.ReadMiBs, s.WalkSecs, s.Par1MiBs, s.Par4MiBs, s.Speedup)
+	}
+	fmt.Fprintf(w, "read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.ReadRatio, r.WalkRatio, r.ParallelSpeedup)
+	if r.QEMU9p != nil {
+		fmt.Fprintf(w, "QEMU 9p:   read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.QEMU9pReadRatio, r.QEMU9pWalkRatio, r.QEMU9pParallelSpeedup)
+	} else if r.QEMUWhy != "" {
+		fmt.Fprintf(w, "QEMU 9p anchor: not run (%s)\n", r.QEMUWhy)
+	}
+}
+
+// guestSide runs a VM whose command prints measureAll's JSON line; ok is
+// the VMM's exit status when the command succeeded.
+func guestSide(cmd *exec.Cmd, ok int) (Runs, error) {
+	var out []byte
+	var err error
+	done := make(chan struct{})
+	go func() {
+		out, err = cmd.Output()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(guestTimeout):
+		cmd.Process.Kill()
+		<-done
+		return Runs{}, fmt.Errorf("no result after %v; its output:\n%s", guestTimeout, out)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == ok {
+		err = nil
+	}
+	if err != nil {
+		return Runs{}, fmt.Errorf("%v; its output:\n%s", err, out)
+	}
+	var r Runs
+	if err := json.Unmarshal([]byte(lastJSONLine(string(out))), &r); err != nil {
+		return Runs{}, fmt.Errorf("no result: %v; its output:\n%s", err, out)
+	}
+	return r, nil
+}
+
+// makeFiles writes the data file, the parallel readers' files and the tree.
+func makeFiles(dir string, size int64, files int) error {
+	if err := writeFile(filepath.Join(dir, "data"), size); err != nil {
+		return err
+	}
+	for i := 0; i < parReaders; i++ {
+		if err := writeFile(filepath.Join(dir, fmt.Sprintf("par%d", i)), parFileSize); err != nil {
+			return err
+		}
+	}
+	tree := filepath.Join(dir, "tree")
+	for i := 0; i < files; i++ {
+		d := filepath.Join(tree, fmt.Sprintf("d%03d", i/perDir))
+		if i%perDir == 0 {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := os.Create(filepath.Join(d, fmt.Sprintf("f%05d", i)))
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// measureAll times each operation runs times in dir, interleaved.
+func measureAll(dir string, runs int) (Runs, error) {
+	var r Runs
+	fi, err := os.Stat(filepath.Join(dir, "data"))
+	if err != nil {
+		return r, err
+	}
 	mib := float64(fi.Size()) / (1 << 20)
 	for i := 0; i < runs; i++ {
 		start := time.Now()
-		cmd := exec.Command("cat", path) // stdout nil: /dev/null
-		if err := cmd.Run(); err != nil {
-			return r, fmt.Errorf("cat %s: %w", path, err)
-		}
-		r.CatRuns = append(r.CatRuns, mib/time.Since(start).Seconds())
-
-		start = time.Now()
-		if err := readAll(path); err != nil {
+		if err := readAll(filepath.Join(dir, "data")); err != nil {
 			return r, err
 		}
-		r.ReadRuns = append(r.ReadRuns, mib/time.Since(start).Seconds())
+		r.ReadMiBs = append(r.ReadMiBs, mib/time.Since(start).Seconds())
+
+		start = time.Now()
+		n, err := walk(filepath.Join(dir, "tree"))
+		if err != nil {
+			return r, err
+		}
+		r.WalkSecs = append(r.WalkSecs, time.Since(start).Seconds())
+		r.Entries = n
+
+		for _, readers := range []int{1, parReaders} {
+			start = time.Now()
+			var wg sync.WaitGroup
+			errs := make([]error, readers)
+			for k := 0; k < readers; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[k] = readAll(filepath.Join(dir, fmt.Sprintf("par%d", k)))
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return r, err
+			}
+			rate := float64(readers*parFileSize) / (1 << 20) / time.Since(start).Seconds()
+			if readers == 1 {
+				r.Par1MiBs = append(r.Par1MiBs, rate)
+			} else {
+				r.Par4MiBs = append(r.Par4MiBs, rate)
+			}
+		}
 	}
-	r.CatMiBs, r.ReadMiBs = median(r.CatRuns), median(r.ReadRuns)
 	return r, nil
+}
+
+// walk lstats every entry below root, as find | xargs stat does.
+func walk(root string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if _, err := os.Lstat(p); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
 }
 
 func readAll(path string) error {
@@ -156,6 +370,9 @@ func readAll(path string) error {
 }
 
 func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]

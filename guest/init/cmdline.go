@@ -22,6 +22,11 @@ type bootParams struct {
 	shares []share
 	// cwd is where the command runs (tinyvmm.cwd=), "" for /.
 	cwd string
+	// root is the tag of the virtio-fs device to make the root
+	// (tinyvmm.root=), "" for the initramfs.
+	root string
+	// env is added to the command's environment (tinyvmm.env=).
+	env []string
 }
 
 // parseCmdline reads the parameters init cares about from the kernel command
@@ -53,6 +58,26 @@ func parseCmdline(cmdline string) (bootParams, error) {
 				return bootParams{}, fmt.Errorf("%s: %w", sharesParam, err)
 			}
 			p.shares = shares
+		case rootParam:
+			if value == "" || strings.ContainsAny(value, ",\x00") {
+				return bootParams{}, fmt.Errorf("%s: not a tag", rootParam)
+			}
+			p.root = value
+		case envParam:
+			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(value, "="))
+			var env []string
+			if err == nil {
+				err = json.Unmarshal(raw, &env)
+			}
+			for _, kv := range env {
+				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
+					err = fmt.Errorf("%q is not KEY=VALUE", kv)
+				}
+			}
+			if err != nil {
+				return bootParams{}, fmt.Errorf("%s: %v", envParam, err)
+			}
+			p.env = env
 		case cwdParam:
 			raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(value, "="))
 			if err != nil || !strings.HasPrefix(string(raw), "/") || strings.IndexByte(string(raw), 0) >= 0 {

@@ -121,23 +121,39 @@ func encodeRaw(s string) string { return base64.RawURLEncoding.EncodeToString([]
 
 func TestParseShares(t *testing.T) {
 	// The string vmm's TestSharesArg expects tinyvmm to produce.
-	arg := "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["tinyvmm0","/mnt/a"],["tinyvmm1","/x y"]]`))
+	arg := "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["tinyvmm0","/mnt/a"],["tinyvmm1","/x y","ro"]]`))
 	cwd := "tinyvmm.cwd=" + base64.RawURLEncoding.EncodeToString([]byte("/mnt/a/pkg"))
 	p, err := parseCmdline("console=ttyS0 " + arg + " " + cwd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []share{{"tinyvmm0", "/mnt/a"}, {"tinyvmm1", "/x y"}}
+	want := []share{{"tinyvmm0", "/mnt/a", false}, {"tinyvmm1", "/x y", true}}
 	if !reflect.DeepEqual(p.shares, want) || p.cwd != "/mnt/a/pkg" {
-		t.Fatalf("shares %q cwd %q", p.shares, p.cwd)
+		t.Fatalf("shares %+v cwd %q", p.shares, p.cwd)
 	}
 	for _, bad := range []string{
 		"tinyvmm.shares=!!", "tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["t","rel"]]`)),
 		"tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["a,b","/m"]]`)),
+		"tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["t","/m","rw"]]`)),
+		"tinyvmm.shares=" + base64.RawURLEncoding.EncodeToString([]byte(`[["t"]]`)),
 		"tinyvmm.cwd=" + base64.RawURLEncoding.EncodeToString([]byte("rel")),
+		"tinyvmm.env=" + base64.RawURLEncoding.EncodeToString([]byte(`["NOEQUALS"]`)),
+		"tinyvmm.env=" + base64.RawURLEncoding.EncodeToString([]byte(`{"A":"B"}`)),
+		"tinyvmm.root=a,b",
 	} {
 		if _, err := parseCmdline(bad); err == nil {
 			t.Errorf("parseCmdline(%q) accepted", bad)
 		}
+	}
+}
+
+func TestParseRoot(t *testing.T) {
+	env := "tinyvmm.env=" + base64.RawURLEncoding.EncodeToString([]byte(`["PATH=/usr/bin:/bin","HOME=/home/u"]`))
+	p, err := parseCmdline("console=ttyS0 tinyvmm.root=tinyvmm-root " + env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.root != "tinyvmm-root" || !reflect.DeepEqual(p.env, []string{"PATH=/usr/bin:/bin", "HOME=/home/u"}) {
+		t.Fatalf("root %q env %q", p.root, p.env)
 	}
 }

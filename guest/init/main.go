@@ -1,6 +1,6 @@
 // Command init is the /init of the tinyvmm guest on hardware KVM. It mounts
 // proc, sys, dev and tmp, brings lo up (and eth0 when the kernel's ip= does
-// not own it, configured by DHCP with busybox udhcpc), mounts the --share directories (tinyvmm.shares=), runs the command from tinyvmm.cmd= on the console, writes its
+// not own it, configured by DHCP with busybox udhcpc), mounts the --share directories (tinyvmm.shares=, virtio-fs) or, with tinyvmm.root=, enters the host's tree as its root (root.go), runs the command from tinyvmm.cmd= on the console, writes its
 // exit status to tinyvmm's exit port and powers off. Without a command it
 // runs a shell on the console. It prints nothing unless something fails.
 package main
@@ -16,6 +16,10 @@ import (
 
 // statusBadCmdline is reported when tinyvmm.cmd= cannot be decoded.
 const statusBadCmdline = 125
+
+// statusNoRoot is reported when tinyvmm.root= names a root that cannot be
+// entered.
+const statusNoRoot = 125
 
 const defaultPath = "/bin:/sbin:/usr/bin:/usr/sbin"
 
@@ -41,8 +45,20 @@ func main() {
 	if err := bringUpNetwork(params.hasIP); err != nil {
 		warn(err)
 	}
-	if err := mountShares(params.shares); err != nil {
+	if params.root != "" {
+		entered, err := enterRoot(params.root, params.shares)
+		if err != nil {
+			warn(err)
+		}
+		if !entered {
+			finish(statusNoRoot)
+		}
+	} else if err := mountShares("", params.shares); err != nil {
 		warn(err)
+	}
+	for _, kv := range params.env {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v) // the command's, and where init looks for it (PATH)
 	}
 	if params.cwd != "" {
 		// The command runs where the user ran tinyvmm, inside a share.
