@@ -296,3 +296,20 @@ func TestSendBufferPastWmemMax(t *testing.T) {
 		t.Errorf("send buffer %d", got)
 	}
 }
+
+// exitIsNews: once Close has closed closing, never news, whatever else is
+// closed; before it, news only after ready.
+func TestExitIsNews(t *testing.T) {
+	closed := func() chan struct{} { c := make(chan struct{}); close(c); return c }
+	for range 1000 {
+		if (&Backend{closing: closed(), ready: closed()}).exitIsNews() {
+			t.Fatal("an exit after Close was news")
+		}
+	}
+	if !(&Backend{closing: make(chan struct{}), ready: closed()}).exitIsNews() {
+		t.Error("an exit while the guest runs was not news")
+	}
+	if (&Backend{closing: make(chan struct{}), ready: make(chan struct{})}).exitIsNews() {
+		t.Error("an exit before ready (Start reports it) was news")
+	}
+}
