@@ -1,5 +1,5 @@
 #!/bin/bash
-# tinyvmm bench share in the nested L1 (real KVM): writes out/bench/share.json
+# tinyvmm-lab bench share in the nested L1 (real KVM): writes out/bench/share.json
 # and the log out/bench/share-nested.log. Arguments go to bench share
 # (default --runs 5 --qemu-runs 1: the anchor's 9p walk is slow). NESTED_SMP sets L1's CPUs (default 4: the guest gets
 # 4 vCPUs for the parallel readers); NESTED_ARGS adds runner flags (say,
@@ -12,8 +12,9 @@ log=out/bench/share-nested.log
 json=out/bench/share.json
 [ $# -gt 0 ] || set -- --runs 5 --qemu-runs 1
 status=0
+make -s build
 # shellcheck disable=SC2086
-go run ./test/nested/cmd/nested -with-qemu -smp "${NESTED_SMP:-4}" -mem 3072 -stall 3m -timeout 60m -test-timeout 30m ${NESTED_ARGS:-} \
+bin/tinyvmm-lab nested -lab -with-qemu -smp "${NESTED_SMP:-4}" -mem 3072 -stall 3m -timeout 60m -test-timeout 30m ${NESTED_ARGS:-} \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/share.json' -run 'busybox echo NESTED-JSON-END' \
 	-- bench share "$@" >"$log" 2>&1 || status=$?
 tr -d '\r' <"$log" | sed -n '/^tinyvmm bench share:/,/^wrote /p'
