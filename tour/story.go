@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"tinyvmm/internal/textwrap"
 	"tinyvmm/virtionet"
 )
 
@@ -291,27 +292,6 @@ func micros(d time.Duration) string {
 	return fmt.Sprintf("%d us", d.Microseconds())
 }
 
-// wrap breaks text into lines of at most width columns, at spaces.
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		switch {
-		case line == "":
-			line = word
-		case len(line)+1+len(word) <= width:
-			line += " " + word
-		default:
-			lines = append(lines, line)
-			line = word
-		}
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
-}
-
 // txWrite is the index of the event that sent the popped frames (named
 // after the frame I/O: writev, uring, sendmmsg) between pop and publish,
 // or -1 where the trace has none.
@@ -326,3 +306,6 @@ func txWrite(evs []Event, pop, pub int) int {
 	}
 	return -1
 }
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) []string { return textwrap.Columns(text, width) }

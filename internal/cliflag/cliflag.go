@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tinyvmm/internal/textwrap"
 )
 
 // UsageError is a bad command line. The CLI prints it as one line and
@@ -277,7 +279,7 @@ func printFlag(w io.Writer, f *flag.Flag) {
 			fmt.Fprintf(w, "      %s\n", line)
 			continue
 		}
-		for _, l := range wrap(line, helpWidth) {
+		for _, l := range textwrap.Columns(line, helpWidth) {
 			fmt.Fprintf(w, "      %s\n", l)
 		}
 	}
@@ -286,22 +288,3 @@ func printFlag(w io.Writer, f *flag.Flag) {
 // helpWidth is the width --help wraps a flag's text to (after its indent),
 // so that it reads in an 80-column terminal.
 const helpWidth = 72
-
-// wrap breaks text into lines of at most width bytes at spaces (a longer
-// word stands alone on its line).
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		switch {
-		case line == "":
-			line = word
-		case len(line)+1+len(word) <= width:
-			line += " " + word
-		default:
-			lines = append(lines, line)
-			line = word
-		}
-	}
-	return append(lines, line)
-}

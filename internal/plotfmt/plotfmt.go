@@ -22,6 +22,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"tinyvmm/internal/textwrap"
 )
 
 // Short writes v with k for thousands and M for millions: 500000 is
@@ -152,23 +154,11 @@ func (g *svg) dot(p image.Point, c color.RGBA) {
 }
 
 // wrap breaks s at spaces into lines at most w pixels wide (a word wider
-// than that gets a line of its own).
+// than that gets a line of its own); there is always one line.
 func wrap(s string, w int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case textWidth(line+" "+word) <= w:
-			line += " " + word
-		default:
-			lines = append(lines, line)
-			line = word
-		}
-	}
-	if line != "" || len(lines) == 0 {
-		lines = append(lines, line)
+	lines := textwrap.Lines(s, func(l string) bool { return textWidth(l) <= w })
+	if len(lines) == 0 {
+		return []string{""}
 	}
 	return lines
 }
