@@ -23,13 +23,7 @@ func (v sharesValue) Set(s string) error {
 	if err != nil || host == "" {
 		return fmt.Errorf("--share %q: give HOSTDIR[:GUESTPATH]", s)
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
-			err = fmt.Errorf("not a directory")
-		}
-	}
+	real, err := realDir(abs)
 	if err != nil {
 		return fmt.Errorf("--share %s: %v", host, errText(err))
 	}
@@ -53,6 +47,21 @@ func hostWorkDir() string {
 	return wd
 }
 
+// realDir resolves the symlinks of the absolute path abs and wants a
+// directory there.
+func realDir(abs string) (string, error) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Stat(real); err != nil {
+		return "", err
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("not a directory")
+	}
+	return real, nil
+}
+
 func errText(err error) string {
 	if pe, ok := err.(*os.PathError); ok {
 		return pe.Err.Error()
@@ -70,13 +79,7 @@ func (v rootValue) Set(s string) error {
 	if err != nil || s == "" {
 		return fmt.Errorf("--root %q: give a directory, / for the host's own", s)
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(real); err == nil && !fi.IsDir() {
-			err = fmt.Errorf("not a directory")
-		}
-	}
+	real, err := realDir(abs)
 	if err != nil {
 		return fmt.Errorf("--root %s: %v", s, errText(err))
 	}
