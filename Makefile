@@ -41,12 +41,14 @@ run: build guest
 	bash scripts/netns.sh run $(NETNS) $(TAP) -- $(abspath $(BIN)) run --net tap=$(TAP) --append $(GUEST_IP) $(ARGS)
 
 # For hosts without /dev/kvm: the same guest, booted by tinyvmm on the real KVM of a Linux that
-# QEMU emulates (nested SVM under TCG, no host network). Non-interactive: the guest brings eth0 up
-# with ip= and shows it; pass another command with CMD='...' (no quoting inside: words are split).
+# QEMU emulates (nested SVM under TCG, no host network). Non-interactive: L1 has tap0 at
+# 10.0.2.1, as make run's namespace does, and the guest runs CMD with sh -c (a shell line:
+# make run-nested CMD='ping -c 2 10.0.2.1 && echo ok').
 CMD ?= ip addr show dev eth0
+run-nested: export TINYVMM_NESTED_CMD = $(CMD)
 run-nested: build guest
-	$(LAB) nested -probe-exits 0 -- run --stats --net tap=$(TAP) \
-		--append $(GUEST_IP) -- $(CMD)
+	$(LAB) nested -probe-exits 0 -append "l1init.tap=$(TAP),10.0.2.1/24" -- run --stats --net tap=$(TAP) \
+		--append $(GUEST_IP) -- sh -c "$$TINYVMM_NESTED_CMD"
 
 test: build guest fmt-check mod-check vet test-unit fuzz test-nested
 

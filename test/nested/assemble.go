@@ -2,6 +2,7 @@ package nested
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -281,12 +282,12 @@ const LabCommand = "tinyvmm-lab"
 // tinyvmmLines are the plan's tinyvmm step: bin (tinyvmm or the lab) with
 // args, with perf (Plan.Perf) under perf record and followed by the report.
 func tinyvmmLines(bin string, args []string, perf bool) []string {
-	line := Repo + "/" + bin + " " + strings.Join(args, " ")
+	words := append([]string{Repo + "/" + bin}, args...)
 	if !perf {
-		return []string{line}
+		return []string{PlanLine(words)}
 	}
 	return []string{
-		"/bin/perf record -a -e cpu-clock -F 999 -o " + PerfData + " " + line,
+		PlanLine(append(strings.Fields("/bin/perf record -a -e cpu-clock -F 999 -o "+PerfData), words...)),
 		"busybox echo NESTED-PERF-BEGIN",
 		"/bin/perf report -i " + PerfData + " " + PerfReportArgs,
 		"busybox echo NESTED-PERF-END",
@@ -348,4 +349,23 @@ func treeFiles(dir, dest string) ([]File, error) {
 		return nil
 	})
 	return files, err
+}
+
+// PlanLine writes one plan step. Words go apart by spaces, as l1init
+// splits them, unless one holds a space, a '#' or a quote, or is empty, or
+// the first starts with '['; then the line is a JSON array of the words,
+// which l1init reads as such, so `sh -c 'ping -c 2 10.0.2.1 && echo ok'`
+// reaches L1 as three words.
+func PlanLine(words []string) string {
+	plain := len(words) > 0 && !strings.HasPrefix(words[0], "[")
+	for _, w := range words {
+		if w == "" || strings.ContainsAny(w, " \t\n#\"'") {
+			plain = false
+		}
+	}
+	if plain {
+		return strings.Join(words, " ")
+	}
+	b, _ := json.Marshal(words)
+	return string(b)
 }

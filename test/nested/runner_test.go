@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -285,5 +286,19 @@ func TestAssemblePutsTheLabBesideTinyvmm(t *testing.T) {
 		if !slices.Contains(plan, want) {
 			t.Errorf("lab=%v: plan %q lacks %q", lab, plan, want)
 		}
+	}
+}
+
+// A step whose words hold spaces or quotes reaches L1 as the same words:
+// PlanLine writes JSON then, which l1init reads back (its planWords).
+func TestPlanLineKeepsWords(t *testing.T) {
+	if got := PlanLine([]string{"/repo/tinyvmm", "run", "--", "true"}); got != "/repo/tinyvmm run -- true" {
+		t.Errorf("plain words: %q", got)
+	}
+	words := []string{"/repo/tinyvmm", "run", "--", "sh", "-c", "ping -c 2 10.0.2.1 && echo '# done'"}
+	line := PlanLine(words)
+	var back []string
+	if err := json.Unmarshal([]byte(line), &back); err != nil || !slices.Equal(back, words) {
+		t.Errorf("PlanLine(%q) = %q, read back as %q, %v", words, line, back, err)
 	}
 }

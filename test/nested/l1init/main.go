@@ -20,6 +20,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,6 +70,9 @@ func run() (int, bool) {
 	if err := kvmToGroup(); err != nil {
 		fmt.Println("l1init:", err)
 	}
+	if err := setUpNetwork(); err != nil {
+		fmt.Println("l1init:", err)
+	}
 	if cmdline, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(cmdline), "l1init.pit=0") {
 		fmt.Println("l1init: no periodic PIT (l1init.pit=0)")
 	} else if err := startPIT(); err != nil {
@@ -85,10 +89,12 @@ func run() (int, bool) {
 	}
 	status := 0
 	for n, line := range strings.Split(string(plan), "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
+		words, err := planWords(line)
+		if err != nil {
+			fmt.Printf("l1init: plan line %d: %v\n", n+1, err)
+			status = 125
+			continue
 		}
-		words := strings.Fields(line)
 		if len(words) == 0 {
 			continue
 		}
@@ -111,6 +117,23 @@ func run() (int, bool) {
 		}
 	}
 	return status, false
+}
+
+// planWords splits a plan line: a JSON array of words (what the runner
+// writes when a word holds a space, a quote or a '#'), or words apart by
+// spaces with '#' starting a comment.
+func planWords(line string) ([]string, error) {
+	if strings.HasPrefix(strings.TrimSpace(line), "[") {
+		var words []string
+		if err := json.Unmarshal([]byte(line), &words); err != nil {
+			return nil, err
+		}
+		return words, nil
+	}
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	return strings.Fields(line), nil
 }
 
 func runStep(words []string) (int, time.Duration) {
