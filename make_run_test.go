@@ -34,3 +34,21 @@ func TestMakeRunWithoutKVMSaysOneLine(t *testing.T) {
 		t.Errorf("make run created namespaces: before %q, after %q", before, after)
 	}
 }
+
+// make run-nested gives L1 the README's addresses (a tap at 10.0.2.1) and
+// runs CMD as a shell line, so the README's examples answer there too; a
+// real run is `make run-nested CMD='ping -c 2 10.0.2.1 && echo ok'`.
+func TestMakeRunNestedMatchesTheREADME(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make here")
+	}
+	out, err := exec.Command("make", "-n", "--no-print-directory", "run-nested", "CMD=ping -c 2 10.0.2.1 && echo ok").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n run-nested: %v\n%s", err, out)
+	}
+	for _, want := range []string{"l1init.tap=tap0,10.0.2.1/24", "--net tap=tap0", "ip=10.0.2.15::10.0.2.1:", `sh -c "$TINYVMM_NESTED_CMD"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make run-nested lacks %q:\n%s", want, out)
+		}
+	}
+}
