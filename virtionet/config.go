@@ -18,7 +18,7 @@ const (
 	// DefaultNotifyThreshold publishes used entries (and signals the
 	// guest if it asked) every this many tx chains within a run, and sets
 	// avail_event this many minus one ahead during a burst. Chosen from
-	// four sweeps of `go run . bench device -only 000` (virtionet/README.md):
+	// four sweeps of `tinyvmm bench device --only 000` (virtionet/README.md):
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
@@ -175,18 +175,14 @@ type Tuning struct {
 }
 
 // DefaultTuning is Linux vhost-net's weights and batch, with busy polling
-// (vhost's busyloop, off there) and SCHED_BATCH in bursts on: in two 9-run
-// sweeps in the nested L1 (README, Performance) the pair cut tx kicks per
-// frame 2-3x against plain vhost rules and raised tx pps by a fifth, idle
-// ping the same; the average ping under a tx flood rose (12-13 to 16-18 ms
-// there, p99 still under QEMU's). Busy polling starts only after a burst
-// and ends PollUs after the last frame, so a quiet NIC costs no CPU. (They
-// were off for a while because make test-nested froze L1 more often with
-// them; the freezes turned out to be QEMU's lost timer interrupt, which
-// the nested runner's nudge now wakes, test/nested/README.md.) PollLone
-// is on: in a 2-CPU L1 with the vCPU pinned apart it took idle ping from
-// 1.02-1.11x QEMU's to 0.82x (README, Performance, 18:33), and it stays off
-// by itself where the worker has no CPU without a vCPU.
+// (vhost's busyloop, off there) and SCHED_BATCH in bursts on: in the nested
+// L1 the pair cut tx kicks per frame 2-3x against plain vhost rules and
+// raised tx pps, idle ping the same, while the average ping under a tx
+// flood rose (p99 still under QEMU's; bench/HISTORY.md). Busy polling
+// starts only after a burst and ends PollUs after the last frame, so a
+// quiet NIC costs no CPU. PollLone is on: with the vCPU pinned apart it
+// took idle ping below QEMU's, and it stays off by itself where the worker
+// has no CPU without a vCPU.
 func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,

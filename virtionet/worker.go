@@ -489,13 +489,10 @@ func (w *worker) txBurst(burst bool) {
 // rxBurst does the same after rx runs, but only where the worker and the
 // vCPUs are pinned apart (apartFromVCPUs): there a frame from the backend
 // then does not preempt the thread writing more (on a host, the sender),
-// and the worker takes a bigger batch at its turn (pinned 2-CPU nested L1,
-// 2026-12-03, 7 runs: rx 64 B 51,534 -> 65,190 pps, QEMU 51,830). Where
-// it may land on a vCPU's CPU, the vCPU waits for those frames and a batch
-// worker would wait for the vCPU's time slice to end: in a 1-CPU L1 rx
-// went 32,251 -> 11,754 pps, and in a 2-CPU L1 unpinned 4-5 runs of 9
-// fell to 27-34k (9 runs each, interleaved: median 51,843 against 61,101
-// with normal rx runs).
+// and the worker takes a bigger batch at its turn. Where it may land on a
+// vCPU's CPU, the vCPU waits for those frames and a batch worker would
+// wait for the vCPU's time slice to end, which cost rx most of its rate
+// in the nested L1 (bench/HISTORY.md has the runs).
 func (w *worker) rxBurst(burst bool) {
 	if w.tuning.WorkerBatch && w.apartFromVCPUs() {
 		w.setBatch(burst)
