@@ -43,12 +43,21 @@ run: build guest
 # For hosts without /dev/kvm: the same guest, booted by tinyvmm on the real KVM of a Linux that
 # QEMU emulates (nested SVM under TCG, no host network). Non-interactive: L1 has tap0 at
 # 10.0.2.1, as make run's namespace does, and the guest runs CMD with sh -c (a shell line:
-# make run-nested CMD='ping -c 2 10.0.2.1 && echo ok').
+# make run-nested CMD='ping -c 2 10.0.2.1 && echo ok'). FILES (host files or directories)
+# go into L1's /files, shared into the guest, where CMD then runs:
+# make run-nested FILES=mytest CMD='./mytest -test.v'. Only CMD's output is shown; L1's
+# console and the runner's lines go to NESTED_LOG (their end is shown when the run fails).
 CMD ?= ip addr show dev eth0
+FILES ?=
+NESTED_LOG ?= out/run-nested.log
 run-nested: export TINYVMM_NESTED_CMD = $(CMD)
-run-nested: build guest
-	$(LAB) nested -probe-exits 0 -append "l1init.tap=$(TAP),10.0.2.1/24" -- run --stats --net tap=$(TAP) \
-		--append $(GUEST_IP) -- sh -c "$$TINYVMM_NESTED_CMD"
+run-nested:
+	@mkdir -p $(dir $(NESTED_LOG))
+	@$(if $(wildcard $(GUEST)/vmlinux),,echo "run-nested: building the guest kernel first (minutes); output in $(NESTED_LOG)")
+	@$(MAKE) --no-print-directory build guest >$(NESTED_LOG) 2>&1 || { tail -n 30 $(NESTED_LOG); exit 1; }
+	@$(LAB) nested -log $(NESTED_LOG) -probe-exits 0 -append "l1init.tap=$(TAP),10.0.2.1/24" \
+		$(foreach f,$(FILES),-file $(f)) -- run --stats --net tap=$(TAP) \
+		--append $(GUEST_IP) $(if $(strip $(FILES)),--share .) -- sh -c "$$TINYVMM_NESTED_CMD"
 
 test: build guest fmt-check mod-check vet test-unit fuzz test-nested
 

@@ -52,3 +52,28 @@ func TestMakeRunNestedMatchesTheREADME(t *testing.T) {
 		}
 	}
 }
+
+// make run-nested keeps the runner's and L1's lines in a log, and FILES
+// go into L1 (-file) and on into the guest (--share . in L1's /files, where
+// the command runs); without FILES nothing is shared.
+func TestMakeRunNestedFilesAndLog(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make here")
+	}
+	dry := func(args ...string) string {
+		out, err := exec.Command("make", append([]string{"-n", "--no-print-directory", "run-nested", "NESTED_LOG=" + t.TempDir() + "/n.log"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n run-nested %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	with := dry("FILES=testdata/a bin", "CMD=./a")
+	for _, want := range []string{"-log ", "/n.log", "-file testdata/a -file bin", "--share . -- sh -c"} {
+		if !strings.Contains(with, want) {
+			t.Errorf("make run-nested FILES=... lacks %q:\n%s", want, with)
+		}
+	}
+	if without := dry(); strings.Contains(without, "--share") || strings.Contains(without, "-file") {
+		t.Errorf("make run-nested without FILES shares or adds files:\n%s", without)
+	}
+}

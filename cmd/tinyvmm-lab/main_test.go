@@ -111,3 +111,82 @@ func TestFindRepo(t *testing.T) {
 		t.Errorf("from a scratch directory: %q", got)
 	}
 }
+
+// fakeQEMU puts a qemu-system-x86_64 first in PATH that prints console
+// as L1 would, and returns a kernel file for -kernel.
+func fakeQEMU(t *testing.T, console string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := "#!/bin/sh\ncat <<'EOF'\n" + console + "EOF\n"
+	if err := os.WriteFile(filepath.Join(dir, "qemu-system-x86_64"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	kernel := filepath.Join(dir, "bzImage")
+	if err := os.WriteFile(kernel, []byte("kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kernel
+}
+
+// With -log, stdout carries only what the plan's steps printed and stderr
+// one line naming the log; L1's boot and the runner's own lines are in the
+// log. When a step fails, stderr has the log's last lines too. Builds L1's
+// tools: skipped with -short.
+func TestNestedLogKeepsRunnerNoiseOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds L1's tools")
+	}
+	bin := build(t)
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := "[    0.000000] Linux version 6.1\nl1init: kernel reached init after 3.2 s\nl1init: /dev/kvm present\n" +
+		"nested: L1 lost an interrupt: CPU#0 vector 236\n" +
+		"NESTED-BEGIN cmd=/repo/tinyvmm run -- sh -c ping\n2 packets transmitted, 2 received\n" +
+		"[   12.345678] tap0: entered promiscuous mode\n"
+	for _, c := range []struct {
+		name   string
+		status int
+		end    string
+	}{
+		{"pass", 0, "NESTED-STEP status=0 seconds=4.0 cmd=/repo/tinyvmm run -- sh -c ping\nNESTED-EXIT 0\n"},
+		{"fail", exitRuntime, "NESTED-STEP status=1 seconds=4.0 cmd=/repo/tinyvmm run -- sh -c ping\nNESTED-EXIT 1\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kernel := fakeQEMU(t, boot+c.end)
+			logName := filepath.Join(t.TempDir(), "sub", "run.log")
+			cmd := exec.Command(bin, "nested", "-repo", repo, "-kernel", kernel, "-probe-exits", "0", "-log", logName, "--", "run", "--", "true")
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if code := cmd.ProcessState.ExitCode(); code != c.status {
+				t.Fatalf("exit %v, want %d; stderr:\n%s", err, c.status, stderr.String())
+			}
+			if got, want := stdout.String(), "2 packets transmitted, 2 received\n"; got != want {
+				t.Errorf("stdout %q, want only the step's output %q", got, want)
+			}
+			log, err := os.ReadFile(logName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"nested: building l1init", "Linux version", "lost an interrupt", "promiscuous", "NESTED-EXIT"} {
+				if !strings.Contains(string(log), want) {
+					t.Errorf("the log lacks %q:\n%s", want, log)
+				}
+			}
+			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+			last := lines[len(lines)-1]
+			if !strings.HasSuffix(last, logName) {
+				t.Errorf("stderr's last line %q does not name the log %s", last, logName)
+			}
+			if c.status == 0 && len(lines) != 1 {
+				t.Errorf("a passing run printed %d lines on stderr, want 1:\n%s", len(lines), stderr.String())
+			}
+			if c.status != 0 && (!strings.Contains(stderr.String(), "NESTED-EXIT 1") || !strings.Contains(last, "FAIL")) {
+				t.Errorf("a failed run's stderr lacks the log's tail or FAIL:\n%s", stderr.String())
+			}
+		})
+	}
+}

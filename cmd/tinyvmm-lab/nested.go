@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"tinyvmm/test/nested"
@@ -23,11 +24,16 @@ the repository (Go and 'make guest' needed):
 
   tinyvmm-lab nested -pkg ./kvm/... -pkg ./vmm [-- run --mem 256M -- true]
   tinyvmm-lab nested -lab -with-qemu -- bench e2e --runs 3
+  tinyvmm-lab nested -log l1.log -file ./mytest -- run --share . -- ./mytest
 
 Arguments after -- are a tinyvmm command line (with -lab, a tinyvmm-lab
 one) run after the tests; each -run is one more command line run after
 that (e.g. -run 'busybox base64 /tmp/tx.prof'); -with-qemu puts the host's
-QEMU into L1 (for bench e2e's and bench boot's QEMU columns). It exits 0
+QEMU into L1 (for bench e2e's and bench boot's QEMU columns). Each -file
+goes into L1's /files, where the command line and -run then run (and
+with --share . on into the guest). With -log, stdout shows only what the
+tests and command lines print; L1's boot and the runner's own lines go to
+the log, whose last lines are printed when the run fails. It exits 0
 when kvmprobe, every test binary, the command line and every -run command
 passed in L1, 1 when one failed, 2 when L1 could not be built or booted.
 
@@ -58,7 +64,9 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
 	fs.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	fs.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
-	var tools listFlag
+	var tools, hostFiles listFlag
+	fs.Var(&hostFiles, "file", "a host file or directory to put into L1's "+nested.FilesDir+" (repeatable); the command line and -run then run there")
+	logName := fs.String("log", "", "append L1's console and the runner's own lines to this `FILE`; stdout gets only the output of the tests and command lines")
 	fs.Var(&tools, "tool", "a host program (a path or a name in $PATH) to put into L1 with its libraries, at its own path (repeatable; bench/nested.sh: iperf3)")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -73,10 +81,33 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "nested: "+format+"\n", args...) }
+	var log *runLog
+	logTo := stderr
+	if *logName != "" {
+		var err error
+		if log, err = openRunLog(*logName); err != nil {
+			fmt.Fprintln(stderr, "nested: error:", err)
+			return exitUsage
+		}
+		defer log.Close()
+		logTo = log
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(logTo, "nested: "+format+"\n", args...) }
+	// With a log, a failure shows the log's last lines, then where the
+	// whole log is.
+	failed := func(status int) int {
+		if log != nil {
+			fmt.Fprintf(stderr, "nested: the log's last lines:\n%s", log.Tail())
+			fmt.Fprintf(stderr, "nested: FAIL (status %d); L1's console and the runner's lines: %s\n", status, *logName)
+		}
+		return status
+	}
 	failf := func(msg string) int {
-		fmt.Fprintln(stderr, "nested: error:", msg)
-		return exitUsage
+		fmt.Fprintln(logTo, "nested: error:", msg)
+		if log != nil {
+			fmt.Fprintln(stderr, "nested: error:", msg)
+		}
+		return failed(exitUsage)
 	}
 
 	if *repo == "" {
@@ -114,6 +145,7 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 		Commands:    runs,
 		ProbeExits:  *probe,
 		Tools:       tools,
+		Files:       hostFiles,
 	}
 	if *withQEMU {
 		plan.QEMU = nested.QEMUBinary
@@ -137,9 +169,13 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	logf("built in %v; booting L1 (%s, -cpu %s, %d CPU(s)) under TCG; plan:\n  %s",
 		time.Since(start).Round(time.Second), *kernel, *cpu, *smp, strings.Join(lines, "\n  "))
 
-	res, err := nested.Boot(ctx, nested.Machine{
+	m := nested.Machine{
 		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: stdout, Stall: *stall,
-	})
+	}
+	if log != nil {
+		m.Log = log
+	}
+	res, err := nested.Boot(ctx, m)
 	if err != nil {
 		return failf(err.Error())
 	}
@@ -152,11 +188,69 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if res.Status != 0 {
 		logf("FAIL: status %d", res.Status)
-		return exitRuntime
+		return failed(exitRuntime)
 	}
 	logf("PASS")
+	if log != nil {
+		fmt.Fprintf(stderr, "nested: PASS in %v; L1's console and the runner's lines: %s\n", time.Since(start).Round(time.Second), *logName)
+	}
 	return 0
 }
+
+// runLog is the -log file: everything the runner and L1's console say,
+// with its last lines kept for a failure's report.
+type runLog struct {
+	f    *os.File
+	mu   sync.Mutex
+	tail []string
+	part string
+}
+
+// logTail is how many lines of the log a failure prints.
+const logTail = 40
+
+func openRunLog(name string) (*runLog, error) {
+	if dir := filepath.Dir(name); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// Appended to: make run-nested writes its build's output there first.
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &runLog{f: f}, nil
+}
+
+// Write is called from the console's reader and the runner's watch.
+func (l *runLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := strings.Split(l.part+string(p), "\n")
+	l.part = lines[len(lines)-1]
+	l.tail = append(l.tail, lines[:len(lines)-1]...)
+	if len(l.tail) > logTail {
+		l.tail = l.tail[len(l.tail)-logTail:]
+	}
+	return l.f.Write(p)
+}
+
+// Tail is the log's last lines.
+func (l *runLog) Tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, line := range l.tail {
+		b.WriteString("  " + line + "\n")
+	}
+	if l.part != "" {
+		b.WriteString("  " + l.part + "\n")
+	}
+	return b.String()
+}
+
+func (l *runLog) Close() error { return l.f.Close() }
 
 func writeInitramfs(name string, files []nested.File, plan []string) error {
 	f, err := os.Create(name)

@@ -48,6 +48,12 @@ type Plan struct {
 	// their own paths with their libraries, such as iperf3 for bench e2e's
 	// Linux-guest cells.
 	Tools []string
+	// Files are host files or directories (each with everything under
+	// it) that go into L1 under FilesDir, each by its base name; with any,
+	// the Tinyvmm line and the Commands run in FilesDir instead of Repo,
+	// so that `tinyvmm run --share . -- ./prog` finds them, in L1 and in
+	// the guest (make run-nested FILES=...).
+	Files []string
 	// Perf, when set, is the host's perf binary (linux-perf): it goes into
 	// L1 with its libraries as /bin/perf, the Tinyvmm line runs under
 	// `perf record -a` (every L1 CPU, cpu-clock: L1 has no PMU), and
@@ -56,6 +62,9 @@ type Plan struct {
 	// addresses (L1 has no kallsyms): SummarizePerf names them.
 	Perf string
 }
+
+// FilesDir is where Plan.Files go in L1.
+const FilesDir = "/files"
 
 // PerfData is where Plan.Perf's profile is written in L1.
 const PerfData = "/tmp/perf.data"
@@ -173,8 +182,37 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 	} else if len(p.Tinyvmm) > 0 {
 		return nil, nil, fmt.Errorf("no main.go in %s: tinyvmm cannot be built", repo)
 	}
+	cwd := Repo
+	if len(p.Files) > 0 {
+		cwd = FilesDir
+		seen := map[string]string{}
+		for _, f := range p.Files {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return nil, nil, err
+			}
+			base := filepath.Base(abs)
+			if other, dup := seen[base]; dup {
+				return nil, nil, fmt.Errorf("files %s and %s have the same name %s in L1's %s", other, f, base, FilesDir)
+			}
+			seen[base] = f
+			real, err := filepath.EvalSymlinks(abs)
+			if err != nil {
+				return nil, nil, fmt.Errorf("file for L1: %v", err)
+			}
+			tree, err := treeFiles(real, path.Join(FilesDir, base))
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(tree) == 0 {
+				return nil, nil, fmt.Errorf("file for L1: %s holds no regular file", f)
+			}
+			logf("adding %s as %s (%d files)", f, path.Join(FilesDir, base), len(tree))
+			files = append(files, tree...)
+		}
+	}
 	if len(p.Tinyvmm) > 0 {
-		plan = append(plan, "cd "+Repo)
+		plan = append(plan, "cd "+cwd)
 		bin := "tinyvmm"
 		if p.Lab {
 			bin = LabCommand
@@ -182,7 +220,7 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		plan = append(plan, tinyvmmLines(bin, p.Tinyvmm, p.Perf != "")...)
 	}
 	if len(p.Commands) > 0 {
-		plan = append(plan, "cd "+Repo)
+		plan = append(plan, "cd "+cwd)
 		plan = append(plan, p.Commands...)
 	}
 

@@ -32,8 +32,17 @@ type Machine struct {
 	CPUs int
 	// Append is added to the kernel command line (kvm_amd.npt=0, ...).
 	Append string
-	// Output receives the console, line by line, as it comes.
+	// Output receives the console, line by line, as it comes; with Log
+	// set, only the output of the plan's steps (see Log).
 	Output io.Writer
+	// Log, when set, receives the whole console and the runner's own
+	// lines (lost interrupts woken, a silent console, a freeze), and
+	// Output only what the plan's steps print: the lines between
+	// l1init's NESTED-BEGIN marker and that step's NESTED-STEP line,
+	// without L1 kernel messages (those start with a printk timestamp)
+	// and without the gate step (kvmprobe), which has no NESTED-BEGIN.
+	// So a user sees the command's output, not L1's boot.
+	Log io.Writer
 	// Stall ends a boot whose console has been silent this long, with an
 	// error and L1's state from QEMU's monitor; DefaultStall when zero.
 	Stall time.Duration
@@ -138,6 +147,12 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	if out == nil {
 		out = io.Discard
 	}
+	// console gets every console line and the runner's own; steps, when
+	// set, only the steps' output.
+	console, steps := out, io.Writer(nil)
+	if m.Log != nil {
+		console, steps = m.Log, out
+	}
 	cmdline := "console=ttyS0 panic=-1 " + m.Append
 	if !strings.Contains(cmdline, "tsc_early_khz=") {
 		cmdline += " " + tscParam()
@@ -180,12 +195,12 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	scanned := make(chan struct{})
 	watched := make(chan watchResult, 1)
 	go func() {
-		watched <- watchL1(m, cpus, out, &lastLine, serialIn, monitor, scanned, func() {
+		watched <- watchL1(m, cpus, console, &lastLine, serialIn, monitor, scanned, func() {
 			stalled.Store(true)
 			cmd.Process.Kill()
 		})
 	}()
-	res, tail, ending := scanConsole(pipe, out, start, func() { lastLine.Store(time.Now().UnixNano()) })
+	res, tail, ending := scanConsole(pipe, console, steps, start, func() { lastLine.Store(time.Now().UnixNano()) })
 	close(scanned)
 	w := <-watched
 	res.Wakes, res.WakeLog = len(w.wakes), w.wakes
@@ -411,13 +426,20 @@ const (
 	endRetry               // NESTED-RETRY: the gate failed
 )
 
+// printkLine matches a message of L1's kernel on the console (the guest
+// kernel is built with CONFIG_PRINTK_TIME).
+var printkLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
+
 // scanConsole copies the console to out and picks up l1init's markers,
-// calling alive for each line. It returns the last lines for error messages
-// and how the run ended.
-func scanConsole(r io.Reader, out io.Writer, start time.Time, alive func()) (Result, string, ending) {
+// calling alive for each line. When steps is not nil, it also gets the
+// lines each step printed (between its NESTED-BEGIN and NESTED-STEP
+// lines), L1's kernel messages left out. It returns the last lines for
+// error messages and how the run ended.
+func scanConsole(r io.Reader, out, steps io.Writer, start time.Time, alive func()) (Result, string, ending) {
 	var res Result
 	var last []string
 	end := endNone
+	inStep := false
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -427,12 +449,19 @@ func scanConsole(r io.Reader, out io.Writer, start time.Time, alive func()) (Res
 		if last = append(last, line); len(last) > 20 {
 			last = last[1:]
 		}
+		isMarker := strings.HasPrefix(line, "NESTED-")
+		if steps != nil && inStep && !isMarker && !printkLine.MatchString(line) {
+			fmt.Fprintln(steps, line)
+		}
 		switch {
+		case strings.HasPrefix(line, "NESTED-BEGIN "):
+			inStep = true
 		case strings.HasPrefix(line, "l1init: kernel reached init"):
 			res.ToInit = time.Since(start)
 		case line == "l1init: /dev/kvm present":
 			res.KVM = true
 		case strings.HasPrefix(line, "NESTED-STEP "):
+			inStep = false
 			if s, ok := parseStep(strings.TrimPrefix(line, "NESTED-STEP ")); ok {
 				res.Steps = append(res.Steps, s)
 			}

@@ -84,7 +84,7 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 		"NESTED-EXIT 3\r",
 	}, "\n")
 	var out bytes.Buffer
-	res, _, end := scanConsole(strings.NewReader(console), &out, time.Now(), func() {})
+	res, _, end := scanConsole(strings.NewReader(console), &out, nil, time.Now(), func() {})
 	if end != endExit || res.Status != 3 || !res.KVM {
 		t.Fatalf("end=%v status=%d kvm=%v", end, res.Status, res.KVM)
 	}
@@ -97,8 +97,57 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 	}
 }
 
+// With Log set, Boot's Output gets only what the plan's steps printed:
+// not L1's boot, not the gate (kvmprobe), not L1's kernel messages in the
+// middle of a step, not the markers; the log gets all of it.
+func TestLogKeepsL1OutOfTheOutput(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "qemu")
+	body := `#!/bin/sh
+echo '[    0.000000] Linux version 6.1'
+echo 'l1init: kernel reached init after 3.20 s'
+echo 'l1init: /dev/kvm present'
+echo 'kvmprobe: 10000 exits'
+echo 'NESTED-STEP status=0 seconds=1.5 cmd=kvmprobe -exits 10000'
+echo 'NESTED-BEGIN cmd=/repo/tinyvmm run -- sh -c ping'
+echo '2 packets transmitted, 2 received'
+echo '[   12.345678] tap0: entered promiscuous mode'
+echo 'PING-OK'
+echo 'NESTED-STEP status=0 seconds=4.0 cmd=/repo/tinyvmm run -- sh -c ping'
+echo 'l1init: IRQ 0 (the PIT) taken 1200 times'
+echo 'NESTED-EXIT 0'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := qemuBinary
+	qemuBinary = script
+	t.Cleanup(func() { qemuBinary = old })
+	var out, log bytes.Buffer
+	res, err := Boot(context.Background(), Machine{Kernel: "k", Initramfs: "i", Output: &out, Log: &log})
+	if err != nil || res.Status != 0 || len(res.Steps) != 2 {
+		t.Fatalf("Boot: %+v, %v", res, err)
+	}
+	if got, want := out.String(), "2 packets transmitted, 2 received\nPING-OK\n"; got != want {
+		t.Errorf("output %q, want only the step's %q", got, want)
+	}
+	for _, want := range []string{"Linux version", "kvmprobe: 10000 exits", "NESTED-BEGIN", "promiscuous", "PING-OK", "NESTED-EXIT 0"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	// Without Log, Output gets the whole console, as before.
+	out.Reset()
+	if _, err := Boot(context.Background(), Machine{Kernel: "k", Initramfs: "i", Output: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Linux version") || !strings.Contains(out.String(), "NESTED-EXIT 0") {
+		t.Errorf("without Log, output lacks the console:\n%s", out.String())
+	}
+}
+
 func TestScanConsoleWithoutExitMarker(t *testing.T) {
-	res, tail, end := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, time.Now(), func() {})
+	res, tail, end := scanConsole(strings.NewReader("Kernel panic - not syncing\n"), io.Discard, nil, time.Now(), func() {})
 	if end != endNone || res.Status != 0 || !strings.Contains(tail, "Kernel panic") {
 		t.Fatalf("end=%v status=%d tail=%q", end, res.Status, tail)
 	}
@@ -106,7 +155,7 @@ func TestScanConsoleWithoutExitMarker(t *testing.T) {
 
 func TestScanConsoleRetryMarker(t *testing.T) {
 	console := "NESTED-STEP status=1 seconds=30.0 cmd=kvmprobe -exits 10\nNESTED-RETRY\n"
-	if _, _, end := scanConsole(strings.NewReader(console), io.Discard, time.Now(), func() {}); end != endRetry {
+	if _, _, end := scanConsole(strings.NewReader(console), io.Discard, nil, time.Now(), func() {}); end != endRetry {
 		t.Fatalf("end = %v, want endRetry", end)
 	}
 }
@@ -300,5 +349,46 @@ func TestPlanLineKeepsWords(t *testing.T) {
 	var back []string
 	if err := json.Unmarshal([]byte(line), &back); err != nil || !slices.Equal(back, words) {
 		t.Errorf("PlanLine(%q) = %q, read back as %q, %v", words, line, back, err)
+	}
+}
+
+// Plan.Files go into L1's /files (a directory with what is under it, a
+// file as it is), and the command line and -run steps run there. Builds
+// L1's tools: skipped with -short.
+func TestAssembleBringsFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tinyvmm and L1's tools")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	os.MkdirAll(filepath.Join(host, "dir", "sub"), 0o755)
+	os.WriteFile(filepath.Join(host, "dir", "sub", "data"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(host, "prog"), []byte("#!/bin/sh\n"), 0o755)
+	files, plan, err := Assemble(context.Background(), repo, t.TempDir(), Plan{
+		Tinyvmm: []string{"run", "--share", ".", "--", "./prog"}, Commands: []string{"busybox ls"},
+		Files: []string{filepath.Join(host, "dir"), filepath.Join(host, "prog")},
+	}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dests := map[string]File{}
+	for _, f := range files {
+		dests[f.Dest] = f
+	}
+	if f := dests[FilesDir+"/dir/sub/data"]; f.Src != filepath.Join(host, "dir", "sub", "data") {
+		t.Errorf("L1's %s/dir/sub/data is %+v", FilesDir, f)
+	}
+	if f := dests[FilesDir+"/prog"]; f.Mode != 0o755 {
+		t.Errorf("L1's %s/prog is %+v, want the executable", FilesDir, f)
+	}
+	want := []string{"cd " + FilesDir, "/repo/tinyvmm run --share . -- ./prog", "cd " + FilesDir, "busybox ls"}
+	if !slices.Equal(plan[len(plan)-4:], want) {
+		t.Errorf("plan ends %q, want %q", plan[len(plan)-4:], want)
+	}
+	if _, _, err := Assemble(context.Background(), repo, t.TempDir(), Plan{Files: []string{filepath.Join(host, "nothing")}}, t.Logf); err == nil {
+		t.Error("a missing file was accepted")
 	}
 }

@@ -40,6 +40,12 @@ const RetryMarker = "NESTED-RETRY"
 // StepMarker starts the line l1init prints after each step.
 const StepMarker = "NESTED-STEP "
 
+// BeginMarker starts the line l1init prints before each step that is not
+// a gate: what the console carries from there to the step's StepMarker
+// line is the step's own output, which the runner can show apart from
+// L1's boot and its own lines (tinyvmm-lab nested -log).
+const BeginMarker = "NESTED-BEGIN "
+
 func main() {
 	status, retry := run()
 	if retry {
@@ -107,6 +113,9 @@ func run() (int, bool) {
 		}
 		gate := strings.HasPrefix(words[0], "!")
 		words[0] = strings.TrimPrefix(words[0], "!")
+		if !gate {
+			fmt.Printf("%scmd=%s\n", BeginMarker, strings.Join(words, " "))
+		}
 		code, elapsed := runStep(words)
 		fmt.Printf("%sstatus=%d seconds=%.1f cmd=%s\n", StepMarker, code, elapsed.Seconds(), strings.Join(words, " "))
 		if gate && code != 0 {
