@@ -23,7 +23,15 @@ const (
 	runHost = "host" // anywhere with Go and the sources
 	runRoot = "root" // as host, and needs root (namespaces, taps)
 	runKVM  = "kvm"  // needs a /dev/kvm that runs a Linux guest's user space
+	// The run=kvm command before it, in the nested L1 under QEMU
+	// (tinyvmm-lab nested): needs QEMU, Go and the built guest, and boots
+	// L1 once (a minute or two), so it runs only with EnvGuideNested set.
+	runNested = "nested"
 )
+
+// EnvGuideNested makes TestGuideCommands run the guide's run=nested
+// commands too.
+const EnvGuideNested = "TINYVMM_GUIDE_NESTED"
 
 type guideCommand struct {
 	line int
@@ -41,12 +49,12 @@ func parseCommands(text string) ([]guideCommand, error) {
 		m := fenceRE.FindStringSubmatch(lines[i])
 		if m == nil {
 			if strings.HasPrefix(lines[i], "```sh") {
-				return nil, fmt.Errorf("line %d: a sh block without run=host|root|kvm: %q", i+1, lines[i])
+				return nil, fmt.Errorf("line %d: a sh block without run=host|root|kvm|nested: %q", i+1, lines[i])
 			}
 			continue
 		}
 		switch m[1] {
-		case runHost, runRoot, runKVM:
+		case runHost, runRoot, runKVM, runNested:
 		default:
 			return nil, fmt.Errorf("line %d: unknown kind run=%s", i+1, m[1])
 		}
@@ -195,9 +203,11 @@ func TestGuideCitesWhatExists(t *testing.T) {
 }
 
 func TestParseCommands(t *testing.T) {
-	good := "x\n```sh run=host\ngo version\n```\n```sh run=kvm\n\nbin/tinyvmm run -- true\n```\n```text\nnot a command\n```\n"
+	good := "x\n```sh run=host\ngo version\n```\n```sh run=kvm\n\nbin/tinyvmm run -- true\n```\n```text\nnot a command\n```\n" +
+		"```sh run=nested\nbin/tinyvmm-lab nested -- run -- true\n```\n"
 	cmds, err := parseCommands(good)
-	if err != nil || len(cmds) != 2 || cmds[0] != (guideCommand{2, runHost, "go version"}) || cmds[1].cmd != "bin/tinyvmm run -- true" {
+	if err != nil || len(cmds) != 3 || cmds[0] != (guideCommand{2, runHost, "go version"}) || cmds[1].cmd != "bin/tinyvmm run -- true" ||
+		cmds[2] != (guideCommand{12, runNested, "bin/tinyvmm-lab nested -- run -- true"}) {
 		t.Fatalf("got %+v, %v", cmds, err)
 	}
 	for _, bad := range []string{
@@ -260,6 +270,7 @@ func TestGuideCommands(t *testing.T) {
 		name := fmt.Sprintf("line%d-%s", c.line, c.kind)
 		t.Run(name, func(t *testing.T) {
 			cmd := c.cmd
+			timeout := 5 * time.Minute
 			switch c.kind {
 			case runHost, runRoot:
 				if goErr != nil {
@@ -268,6 +279,17 @@ func TestGuideCommands(t *testing.T) {
 				if c.kind == runRoot && os.Geteuid() != 0 {
 					t.Skip("needs root")
 				}
+			case runNested:
+				if os.Getenv(EnvGuideNested) == "" {
+					t.Skip("boots the nested L1 (a minute or two): set " + EnvGuideNested + "=1; TestGuideNestedMatchesKVM checks what it runs")
+				}
+				if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+					t.Skip("no qemu-system-x86_64 here (the nested L1 has none: the runner cannot run inside it)")
+				}
+				if goErr != nil {
+					t.Skip("no Go toolchain here: the nested runner builds L1 from the sources")
+				}
+				timeout = 15 * time.Minute
 			case runKVM:
 				if !h.Usable {
 					t.Skip(h.Why + "; make test-nested runs it in L1")
@@ -279,8 +301,11 @@ func TestGuideCommands(t *testing.T) {
 					cmd = bin
 				}
 			}
-			out := runCommand(t, root, c.line, cmd)
+			out := runCommand(t, root, c.line, cmd, timeout)
 			if err := checkTestsRan(cmd, out); err != nil {
+				t.Errorf("GUIDE.md:%d: %v", c.line, err)
+			}
+			if err := checkNestedTestsPassed(cmd, out); err != nil {
 				t.Errorf("GUIDE.md:%d: %v", c.line, err)
 			}
 		})
@@ -407,9 +432,9 @@ func TestCheckTestsRan(t *testing.T) {
 
 // runCommand runs one shell command, bounded in time, and fails on a
 // non-zero status; its output goes to the test log and is returned.
-func runCommand(t *testing.T, root string, line int, command string) string {
+func runCommand(t *testing.T, root string, line int, command string, timeout time.Duration) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", command)
 	cmd.Dir = root
@@ -431,4 +456,194 @@ func runCommand(t *testing.T, root string, line int, command string) string {
 		t.Fatalf("GUIDE.md:%d: %s: %v", line, command, err)
 	}
 	return string(out)
+}
+
+// labNested starts every run=nested command but the tour's.
+const labNested = "bin/tinyvmm-lab nested "
+
+// nestedTestRun returns the -test.run names a run=nested command passes
+// its test binaries (-test-arg -test.run=A|B), and whether it builds a
+// package's tests (-pkg).
+func nestedTestRun(cmd string) (names []string, pkgs []string) {
+	f := strings.Fields(cmd)
+	for i := 0; i+1 < len(f); i++ {
+		switch {
+		case f[i] == "--":
+			return names, pkgs
+		case f[i] == "-pkg":
+			pkgs = append(pkgs, f[i+1])
+		case f[i] == "-test-arg" && strings.HasPrefix(f[i+1], "-test.run="):
+			names = append(names, strings.Split(strings.TrimPrefix(f[i+1], "-test.run="), "|")...)
+		}
+	}
+	return names, pkgs
+}
+
+// checkNestedTestsPassed fails a run=nested command that builds tests in
+// L1 but names none, or whose named tests did not pass there: a test that
+// skips, or a name that matches nothing, passes the runner's status.
+func checkNestedTestsPassed(cmd, out string) error {
+	if !strings.HasPrefix(cmd, labNested) {
+		return nil
+	}
+	names, pkgs := nestedTestRun(cmd)
+	if len(pkgs) == 0 {
+		return nil
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%s: name the tests to run (-test-arg -test.run=NAME), so that one that runs nothing fails", cmd)
+	}
+	if strings.Contains(out, "no tests to run") {
+		return fmt.Errorf("%s ran no test", cmd)
+	}
+	for _, name := range names {
+		if !strings.Contains(out, "--- PASS: "+name+" (") {
+			return fmt.Errorf("%s: %s did not pass in L1 (skipped, failed or never ran)", cmd, name)
+		}
+	}
+	return nil
+}
+
+// nestedRunsKVM checks that nested, a run=nested command, runs in L1 what
+// kvm, the run=kvm command before it, runs where there is KVM:
+//   - `go run ./examples/NAME` -> `bin/tinyvmm-lab nested -pkg ./examples/NAME
+//     -test-arg -test.run=TestX`: the example's test, which runs the
+//     example's code (its `run`), since L1 has no Go; tests names TestX;
+//   - `[unshare -n] bin/tinyvmm ARGS` -> `bin/tinyvmm-lab nested [FLAGS] -- ARGS`,
+//     ARGS the same text (L1 is a machine of its own: nothing to unshare);
+//   - the tour is its own nested command: without KVM it boots L1 itself.
+func nestedRunsKVM(kvm, nested string) (tests []string, err error) {
+	if strings.HasPrefix(kvm, "bin/tinyvmm tour") {
+		if nested != kvm {
+			return nil, fmt.Errorf("the tour boots L1 by itself without KVM: its nested command is %q, not %q", kvm, nested)
+		}
+		return nil, nil
+	}
+	if !strings.HasPrefix(nested, labNested) {
+		return nil, fmt.Errorf("%q does not start with %q", nested, labNested)
+	}
+	if m := exampleRunRE.FindStringSubmatch(kvm); m != nil {
+		names, pkgs := nestedTestRun(nested)
+		if m[2] != "" || len(pkgs) != 1 || pkgs[0] != "./examples/"+m[1] || len(names) != 1 || strings.Contains(nested, " -- ") {
+			return nil, fmt.Errorf("for %q, want %s-pkg ./examples/%s -test-arg -test.run=TestNAME (the example's one test), got %q", kvm, labNested, m[1], nested)
+		}
+		return names, nil
+	}
+	args, ok := strings.CutPrefix(strings.TrimPrefix(kvm, "unshare -n "), "bin/tinyvmm ")
+	if !ok {
+		return nil, fmt.Errorf("no nested form known for %q", kvm)
+	}
+	_, inner, ok := strings.Cut(nested, " -- ")
+	if !ok || inner != args {
+		return nil, fmt.Errorf("%q runs %q in L1, not the run=kvm command's %q", nested, inner, args)
+	}
+	return nil, nil
+}
+
+// TestGuideNestedMatchesKVM: every run=kvm command is followed by one
+// run=nested command that runs the same in the nested L1 (nestedRunsKVM).
+// The nested runner cannot run inside L1 (no QEMU, no Go there), so where
+// make test-nested runs the run=kvm commands, this is what ties the two:
+// the nested command's inner part is what L1's run of the guide runs.
+func TestGuideNestedMatchesKVM(t *testing.T) {
+	root, text := readGuide(t)
+	cmds, err := parseCommands(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srcErr := os.Stat(filepath.Join(root, "kvm", "vm.go"))
+	pairs := 0
+	var kvmCmd *guideCommand
+	for i := range cmds {
+		c := &cmds[i]
+		switch c.kind {
+		case runKVM:
+			if kvmCmd != nil {
+				t.Errorf("GUIDE.md:%d: run=kvm command without a run=nested command after it", kvmCmd.line)
+			}
+			kvmCmd = c
+		case runNested:
+			if kvmCmd == nil {
+				t.Errorf("GUIDE.md:%d: run=nested command with no run=kvm command before it", c.line)
+				continue
+			}
+			tests, err := nestedRunsKVM(kvmCmd.cmd, c.cmd)
+			if err != nil {
+				t.Errorf("GUIDE.md:%d: %v", c.line, err)
+			}
+			if _, pkgs := nestedTestRun(c.cmd); srcErr == nil && len(pkgs) == 1 {
+				declared := map[string]bool{}
+				files, _ := filepath.Glob(filepath.Join(root, pkgs[0], "*_test.go"))
+				for _, f := range files {
+					d, err := godecl.Declared(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for n := range d {
+						declared[n] = true
+					}
+				}
+				for _, name := range tests {
+					if !declared[name] {
+						t.Errorf("GUIDE.md:%d: %s declares no test %s", c.line, pkgs[0], name)
+					}
+				}
+			}
+			kvmCmd = nil
+			pairs++
+		}
+	}
+	if kvmCmd != nil {
+		t.Errorf("GUIDE.md:%d: run=kvm command without a run=nested command after it", kvmCmd.line)
+	}
+	if pairs < 5 {
+		t.Errorf("found %d run=kvm/run=nested pairs; the guide has 5 stages that need KVM", pairs)
+	}
+}
+
+func TestNestedRunsKVM(t *testing.T) {
+	for _, c := range []struct{ kvm, nested string }{
+		{"go run ./examples/hello", "bin/tinyvmm-lab nested -pkg ./examples/hello -test-arg -test.run=TestHello"},
+		{"bin/tinyvmm run -- sh -c 'a; b'", "bin/tinyvmm-lab nested -- run -- sh -c 'a; b'"},
+		{"unshare -n bin/tinyvmm run --net tap=tap0 -- true", "bin/tinyvmm-lab nested -smp 2 -- run --net tap=tap0 -- true"},
+		{"bin/tinyvmm tour --html x", "bin/tinyvmm tour --html x"},
+	} {
+		if _, err := nestedRunsKVM(c.kvm, c.nested); err != nil {
+			t.Errorf("%q for %q: %v", c.nested, c.kvm, err)
+		}
+	}
+	for _, c := range []struct{ kvm, nested string }{
+		{"go run ./examples/hello", "bin/tinyvmm-lab nested -pkg ./examples/serial -test-arg -test.run=TestSerial"},
+		{"go run ./examples/hello", "bin/tinyvmm-lab nested -pkg ./examples/hello"},
+		{"bin/tinyvmm run -- sh -c 'a; b'", "bin/tinyvmm-lab nested -- run -- sh -c 'a'"},
+		{"bin/tinyvmm run -- true", "make run-nested CMD=true"},
+		{"bin/tinyvmm tour --html x", "bin/tinyvmm-lab nested -- tour --html x"},
+		{"ls", "bin/tinyvmm-lab nested -- ls"},
+	} {
+		if _, err := nestedRunsKVM(c.kvm, c.nested); err == nil {
+			t.Errorf("%q accepted for %q", c.nested, c.kvm)
+		}
+	}
+}
+
+func TestCheckNestedTestsPassed(t *testing.T) {
+	const cmd = "bin/tinyvmm-lab nested -pkg ./examples/hello -test-arg -test.run=TestHello"
+	if err := checkNestedTestsPassed(cmd, "=== RUN   TestHello\n--- PASS: TestHello (0.01s)\nPASS\n"); err != nil {
+		t.Errorf("a passing test: %v", err)
+	}
+	for name, out := range map[string]string{
+		"skipped":     "=== RUN   TestHello\n--- SKIP: TestHello (0.00s)\nPASS\n",
+		"nothing ran": "testing: warning: no tests to run\nPASS\n",
+		"failed":      "=== RUN   TestHello\n--- FAIL: TestHello (0.01s)\n",
+	} {
+		if err := checkNestedTestsPassed(cmd, out); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := checkNestedTestsPassed("bin/tinyvmm-lab nested -pkg ./examples/hello", "--- PASS: TestHello (0.01s)\n"); err == nil {
+		t.Error("a -pkg command that names no test accepted")
+	}
+	if err := checkNestedTestsPassed("bin/tinyvmm-lab nested -- run -- true", ""); err != nil {
+		t.Errorf("a command line without tests: %v", err)
+	}
 }
