@@ -1,0 +1,3 @@
+module cirecipe
+
+go 1.26.0
