@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -75,5 +77,30 @@ func TestMakeRunNestedFilesAndLog(t *testing.T) {
 	}
 	if without := dry(); strings.Contains(without, "--share") || strings.Contains(without, "-file") {
 		t.Errorf("make run-nested without FILES shares or adds files:\n%s", without)
+	}
+}
+
+// The README documents make run-nested's FILES and where the rest of the
+// output goes, as the Makefile has them, and stays within 200 lines.
+func TestREADMEDocumentsRunNested(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 200 {
+		t.Errorf("README.md has %d lines, over 200", n)
+	}
+	makefile, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^NESTED_LOG \?= (\S+)$`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("the Makefile sets no NESTED_LOG")
+	}
+	for _, want := range []string{"make run-nested CMD=", "FILES=", "`" + string(m[1]) + "`"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md does not mention %q", want)
+		}
 	}
 }
