@@ -37,11 +37,10 @@ type Machine struct {
 	Output io.Writer
 	// Log, when set, receives the whole console and the runner's own
 	// lines (lost interrupts woken, a silent console, a freeze), and
-	// Output only what the plan's steps print: the lines between
-	// l1init's NESTED-BEGIN marker and that step's NESTED-STEP line,
-	// without L1 kernel messages (those start with a printk timestamp)
-	// and without the gate step (kvmprobe), which has no NESTED-BEGIN.
-	// So a user sees the command's output, not L1's boot.
+	// Output only what the plan's steps print: L1's command line gets
+	// MarkParam, so l1init prints each line of a step (not of the gate,
+	// kvmprobe) after OutMarker, which tells it apart from L1's boot and
+	// its kernel's messages. So a user sees the command's output only.
 	Log io.Writer
 	// Stall ends a boot whose console has been silent this long, with an
 	// error and L1's state from QEMU's monitor; DefaultStall when zero.
@@ -154,6 +153,9 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		console, steps = m.Log, out
 	}
 	cmdline := "console=ttyS0 panic=-1 " + m.Append
+	if m.Log != nil {
+		cmdline += " " + MarkParam
+	}
 	if !strings.Contains(cmdline, "tsc_early_khz=") {
 		cmdline += " " + tscParam()
 	}
@@ -426,42 +428,47 @@ const (
 	endRetry               // NESTED-RETRY: the gate failed
 )
 
-// printkLine matches a message of L1's kernel on the console (the guest
-// kernel is built with CONFIG_PRINTK_TIME).
-var printkLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
+// MarkParam on L1's command line has l1init print each line of a step
+// after OutMarker (test/nested/l1init).
+const (
+	MarkParam = "l1init.mark=1"
+	OutMarker = "NESTED-OUT "
+)
 
 // scanConsole copies the console to out and picks up l1init's markers,
 // calling alive for each line. When steps is not nil, it also gets the
-// lines each step printed (between its NESTED-BEGIN and NESTED-STEP
-// lines), L1's kernel messages left out. It returns the last lines for
-// error messages and how the run ended.
+// lines the steps printed (l1init's OutMarker lines, the marker taken
+// off, as in out). It returns the last lines for error messages and how
+// the run ended.
 func scanConsole(r io.Reader, out, steps io.Writer, start time.Time, alive func()) (Result, string, ending) {
 	var res Result
 	var last []string
 	end := endNone
-	inStep := false
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		alive()
 		line := strings.TrimRight(sc.Text(), "\r")
+		stepLine, isStep := strings.CutPrefix(line, OutMarker)
+		if isStep {
+			line = stepLine
+		}
 		fmt.Fprintln(out, line)
 		if last = append(last, line); len(last) > 20 {
 			last = last[1:]
 		}
-		isMarker := strings.HasPrefix(line, "NESTED-")
-		if steps != nil && inStep && !isMarker && !printkLine.MatchString(line) {
-			fmt.Fprintln(steps, line)
+		if isStep {
+			if steps != nil {
+				fmt.Fprintln(steps, line)
+			}
+			continue // a step's line is never one of l1init's markers
 		}
 		switch {
-		case strings.HasPrefix(line, "NESTED-BEGIN "):
-			inStep = true
 		case strings.HasPrefix(line, "l1init: kernel reached init"):
 			res.ToInit = time.Since(start)
 		case line == "l1init: /dev/kvm present":
 			res.KVM = true
 		case strings.HasPrefix(line, "NESTED-STEP "):
-			inStep = false
 			if s, ok := parseStep(strings.TrimPrefix(line, "NESTED-STEP ")); ok {
 				res.Steps = append(res.Steps, s)
 			}

@@ -97,22 +97,25 @@ func TestScanConsoleParsesMarkers(t *testing.T) {
 	}
 }
 
-// With Log set, Boot's Output gets only what the plan's steps printed:
-// not L1's boot, not the gate (kvmprobe), not L1's kernel messages in the
-// middle of a step, not the markers; the log gets all of it.
+// With Log set, Boot asks l1init to mark its steps' lines (MarkParam) and
+// Output gets only those lines, the marker taken off, even one that looks
+// like a kernel message (a guest's dmesg): not L1's boot, not the gate
+// (kvmprobe), not L1's kernel messages in the middle of a step, not the
+// markers. The log gets all of it.
 func TestLogKeepsL1OutOfTheOutput(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "qemu")
 	body := `#!/bin/sh
+echo "qemu args: $*"
 echo '[    0.000000] Linux version 6.1'
 echo 'l1init: kernel reached init after 3.20 s'
 echo 'l1init: /dev/kvm present'
 echo 'kvmprobe: 10000 exits'
 echo 'NESTED-STEP status=0 seconds=1.5 cmd=kvmprobe -exits 10000'
-echo 'NESTED-BEGIN cmd=/repo/tinyvmm run -- sh -c ping'
-echo '2 packets transmitted, 2 received'
+echo 'NESTED-OUT 2 packets transmitted, 2 received'
 echo '[   12.345678] tap0: entered promiscuous mode'
-echo 'PING-OK'
+echo 'NESTED-OUT [    0.000000] BIOS-e820: [mem 0x0-0x9fbff] usable'
+echo 'NESTED-OUT NESTED-EXIT 7'
 echo 'NESTED-STEP status=0 seconds=4.0 cmd=/repo/tinyvmm run -- sh -c ping'
 echo 'l1init: IRQ 0 (the PIT) taken 1200 times'
 echo 'NESTED-EXIT 0'
@@ -128,21 +131,40 @@ echo 'NESTED-EXIT 0'
 	if err != nil || res.Status != 0 || len(res.Steps) != 2 {
 		t.Fatalf("Boot: %+v, %v", res, err)
 	}
-	if got, want := out.String(), "2 packets transmitted, 2 received\nPING-OK\n"; got != want {
+	want := "2 packets transmitted, 2 received\n[    0.000000] BIOS-e820: [mem 0x0-0x9fbff] usable\nNESTED-EXIT 7\n"
+	if got := out.String(); got != want {
 		t.Errorf("output %q, want only the step's %q", got, want)
 	}
-	for _, want := range []string{"Linux version", "kvmprobe: 10000 exits", "NESTED-BEGIN", "promiscuous", "PING-OK", "NESTED-EXIT 0"} {
+	for _, want := range []string{MarkParam, "Linux version", "kvmprobe: 10000 exits", "promiscuous", "\nNESTED-EXIT 7\n", "BIOS-e820", "NESTED-EXIT 0"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
 	}
-	// Without Log, Output gets the whole console, as before.
+	if strings.Contains(log.String(), OutMarker) {
+		t.Errorf("log keeps the step marker:\n%s", log.String())
+	}
+	// Without Log, Output gets the whole console, as before, and L1 is
+	// not asked to mark its steps.
 	out.Reset()
 	if _, err := Boot(context.Background(), Machine{Kernel: "k", Initramfs: "i", Output: &out}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "Linux version") || !strings.Contains(out.String(), "NESTED-EXIT 0") {
-		t.Errorf("without Log, output lacks the console:\n%s", out.String())
+	if !strings.Contains(out.String(), "Linux version") || !strings.Contains(out.String(), "NESTED-EXIT 0") || strings.Contains(out.String(), MarkParam) {
+		t.Errorf("without Log, output lacks the console or has %s:\n%s", MarkParam, out.String())
+	}
+}
+
+// l1init (package main, not importable) and the runner agree on the
+// marker and the parameter.
+func TestL1InitMarksAsTheRunnerReads(t *testing.T) {
+	src, err := os.ReadFile("l1init/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"const OutMarker = \"" + OutMarker + "\"", "const MarkParam = \"" + MarkParam + "\""} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("l1init/main.go lacks %s", want)
+		}
 	}
 }
 

@@ -20,10 +20,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,11 +43,15 @@ const RetryMarker = "NESTED-RETRY"
 // StepMarker starts the line l1init prints after each step.
 const StepMarker = "NESTED-STEP "
 
-// BeginMarker starts the line l1init prints before each step that is not
-// a gate: what the console carries from there to the step's StepMarker
-// line is the step's own output, which the runner can show apart from
-// L1's boot and its own lines (tinyvmm-lab nested -log).
-const BeginMarker = "NESTED-BEGIN "
+// OutMarker starts each line a step that is not a gate prints, when L1's
+// command line has MarkParam (tinyvmm-lab nested -log): the runner shows
+// those lines, and only those, to its user, apart from L1's boot, its
+// kernel's messages (which may come in the middle of a step) and its own
+// lines. Without MarkParam a step writes to the console directly.
+const OutMarker = "NESTED-OUT "
+
+// MarkParam on L1's command line turns OutMarker on.
+const MarkParam = "l1init.mark=1"
 
 func main() {
 	status, retry := run()
@@ -93,6 +100,8 @@ func run() (int, bool) {
 		fmt.Println("l1init: no /plan in the initramfs:", err)
 		return 125, false
 	}
+	cmdline, _ := os.ReadFile("/proc/cmdline")
+	mark := slices.Contains(strings.Fields(string(cmdline)), MarkParam)
 	status := 0
 	for n, line := range strings.Split(string(plan), "\n") {
 		words, err := planWords(line)
@@ -113,10 +122,7 @@ func run() (int, bool) {
 		}
 		gate := strings.HasPrefix(words[0], "!")
 		words[0] = strings.TrimPrefix(words[0], "!")
-		if !gate {
-			fmt.Printf("%scmd=%s\n", BeginMarker, strings.Join(words, " "))
-		}
-		code, elapsed := runStep(words)
+		code, elapsed := runStep(words, mark && !gate)
 		fmt.Printf("%sstatus=%d seconds=%.1f cmd=%s\n", StepMarker, code, elapsed.Seconds(), strings.Join(words, " "))
 		if gate && code != 0 {
 			return code, true
@@ -145,11 +151,25 @@ func planWords(line string) ([]string, error) {
 	return strings.Fields(line), nil
 }
 
-func runStep(words []string) (int, time.Duration) {
+// runStep runs one step; with mark, each line it prints goes to the
+// console after OutMarker.
+func runStep(words []string, mark bool) (int, time.Duration) {
 	start := time.Now()
 	cmd := exec.Command(words[0], words[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	var marked *lineMarker
+	if mark {
+		// One writer for both: exec then writes from one goroutine at a
+		// time. WaitDelay: a process the step left behind holding the
+		// pipe does not hold up the plan.
+		marked = &lineMarker{w: os.Stdout}
+		cmd.Stdout, cmd.Stderr = marked, marked
+		cmd.WaitDelay = 5 * time.Second
+	}
 	err := cmd.Run()
+	if marked != nil {
+		marked.Flush()
+	}
 	elapsed := time.Since(start)
 	if err == nil {
 		return 0, elapsed
@@ -159,6 +179,34 @@ func runStep(words []string) (int, time.Duration) {
 	}
 	fmt.Printf("l1init: %s: %v\n", words[0], err)
 	return 126, elapsed
+}
+
+// lineMarker writes each line written to it to w after OutMarker.
+type lineMarker struct {
+	w    io.Writer
+	part []byte
+}
+
+func (m *lineMarker) Write(p []byte) (int, error) {
+	m.part = append(m.part, p...)
+	for {
+		i := bytes.IndexByte(m.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if _, err := fmt.Fprintf(m.w, "%s%s\n", OutMarker, m.part[:i]); err != nil {
+			return 0, err
+		}
+		m.part = m.part[i+1:]
+	}
+}
+
+// Flush writes a last line that has no newline.
+func (m *lineMarker) Flush() {
+	if len(m.part) > 0 {
+		fmt.Fprintf(m.w, "%s%s\n", OutMarker, m.part)
+		m.part = nil
+	}
 }
 
 func mountAll() error {

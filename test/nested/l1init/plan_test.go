@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 )
@@ -20,5 +21,22 @@ func TestPlanWords(t *testing.T) {
 	}
 	if _, err := planWords(`["unclosed`); err == nil {
 		t.Error("a broken JSON line was accepted")
+	}
+}
+
+// Each line a marked step prints reaches the console after OutMarker,
+// however the writes split it; a last line without a newline too.
+func TestLineMarker(t *testing.T) {
+	var out bytes.Buffer
+	m := &lineMarker{w: &out}
+	for _, w := range []string{"one\ntw", "o\n", "\nthree"} {
+		if n, err := m.Write([]byte(w)); n != len(w) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", w, n, err)
+		}
+	}
+	m.Flush()
+	want := OutMarker + "one\n" + OutMarker + "two\n" + OutMarker + "\n" + OutMarker + "three\n"
+	if out.String() != want {
+		t.Errorf("console %q, want %q", out.String(), want)
 	}
 }
