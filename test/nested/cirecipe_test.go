@@ -82,6 +82,16 @@ func TestCIRecipeParses(t *testing.T) {
 	if !strings.HasSuffix(host[len(host)-1], " ./netpkg") || !strings.Contains(guest[0], "./pkg.test") {
 		t.Errorf("recipe %q: host %q, guest %q", cmds, host, guest)
 	}
+	// CI.md's workflow ends with the same lines.
+	ci, err := os.ReadFile("../../CI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range cmds {
+		if !strings.Contains(string(ci), "\n          "+line+"\n") {
+			t.Errorf("CI.md's workflow lacks the README's %q", line)
+		}
+	}
 	if _, _, err := splitRecipe([]string{"go test -c -o x.test ./other", "tinyvmm/bin/tinyvmm run -- ./x.test"}, "./netpkg"); err == nil {
 		t.Error("a recipe with another package path was accepted")
 	}
