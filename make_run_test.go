@@ -104,3 +104,22 @@ func TestREADMEDocumentsRunNested(t *testing.T) {
 		}
 	}
 }
+
+// When make run-nested's build fails, the build's output went to the log:
+// its end is printed and nothing boots.
+func TestMakeRunNestedShowsAFailedBuild(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make here")
+	}
+	log := t.TempDir() + "/n.log"
+	out, err := exec.Command("make", "--no-print-directory", "run-nested", "GO=false", "NESTED_LOG="+log).CombinedOutput()
+	if err == nil {
+		t.Fatalf("make run-nested with a failing build succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "CGO_ENABLED=0 false build") || strings.Contains(string(out), "nested:") {
+		t.Errorf("want the failed build's lines and no nested run:\n%s", out)
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "CGO_ENABLED=0 false build") {
+		t.Errorf("the log lacks the build's lines:\n%s", b)
+	}
+}
