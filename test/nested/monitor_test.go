@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -163,7 +164,7 @@ func TestWatchWakesACPUThatLostAnInterrupt(t *testing.T) {
 		done := make(chan watchResult)
 		m := Machine{Watch: 20 * time.Millisecond, Stall: time.Minute}
 		go func() {
-			done <- watchL1(m, 1, &out, &last, serial, sock, scanned, func() { t.Error("killed") })
+			done <- watchL1(m, 1, os.Getpid(), &out, &last, serial, sock, scanned, func() { t.Error("killed") })
 		}()
 		for f.asked.Load() < 10 {
 			time.Sleep(10 * time.Millisecond)
@@ -177,7 +178,7 @@ func TestWatchWakesACPUThatLostAnInterrupt(t *testing.T) {
 			t.Errorf("PPR %#x: %d wakes (%q), %q on the serial port; want %d\n%s", tc.ppr, len(w.wakes), w.wakes, got, tc.wakes, out.String())
 		}
 		if tc.wakes > 0 && (!strings.Contains(w.wakes[0], "CPU#0 vector 236") || !strings.Contains(w.wakes[0], "RIP=ffffffff812b70c3 RFL=00000246 HLT=1") ||
-			!strings.Contains(out.String(), "L1 lost an interrupt")) {
+			!strings.Contains(out.String(), "L1 WAKE 1: lost an interrupt")) {
 			t.Errorf("the wake is not described: %q\n%s", w.wakes, out.String())
 		}
 	}
@@ -216,5 +217,33 @@ func TestParseLapicFromQEMU(t *testing.T) {
 	st, ok := parseLapic(ans)
 	if !ok || st.Deliverable() != -1 || strings.Contains(ans, "\x1b") || strings.Contains(ans, "info lapic") {
 		t.Errorf("info lapic 0: %+v ok=%v from %q", st, ok, ans)
+	}
+}
+
+// Every run closes with the count CI looks for, and each wake under it.
+func TestWakeSummaryCountsEveryWake(t *testing.T) {
+	if got := (Result{}).WakeSummary(); got != "L1 wakes: 0" {
+		t.Errorf("no wakes: %q", got)
+	}
+	r := Result{Wakes: 2, WakeLog: []string{"CPU#0 vector 236 a", "CPU#0 vector 48 b"}}
+	want := "L1 wakes: 2\n  wake 1: CPU#0 vector 236 a\n  wake 2: CPU#0 vector 48 b"
+	if got := r.WakeSummary(); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// The scheduler's account of a thread: this test's own thread has run.
+func TestReadThreadSched(t *testing.T) {
+	ts, ok := readThreadSched(os.Getpid(), os.Getpid())
+	if !ok || ts.Run <= 0 || ts.State == "" {
+		t.Fatalf("schedstat of this process: %+v ok=%v", ts, ok)
+	}
+	if _, ok := readThreadSched(os.Getpid(), -1); ok {
+		t.Error("a thread that does not exist was read")
+	}
+	from := threadSched{Run: time.Second, Wait: 0}
+	to := threadSched{Run: 1800 * time.Millisecond, Wait: 300 * time.Millisecond, State: "R"}
+	if got, want := schedDelta(from, to, 1200*time.Millisecond), "ran 800ms, waited 300ms for a host CPU in 1.2s, now R"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

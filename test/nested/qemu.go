@@ -91,6 +91,18 @@ type Result struct {
 	WakeLog []string
 }
 
+// WakeSummary is the run's closing count of wakes, one line per wake
+// after it: "L1 wakes: N" is what CI counts, and any N above 0 means L1
+// needed the runner to go on.
+func (r Result) WakeSummary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "L1 wakes: %d", r.Wakes)
+	for i, w := range r.WakeLog {
+		fmt.Fprintf(&b, "\n  wake %d: %s", i+1, w)
+	}
+	return b.String()
+}
+
 // errGate means l1init's gate step (kvmprobe) failed.
 var errGate = errors.New("the gate step failed in L1")
 
@@ -180,7 +192,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	scanned := make(chan struct{})
 	watched := make(chan watchResult, 1)
 	go func() {
-		watched <- watchL1(m, cpus, out, &lastLine, serialIn, monitor, scanned, func() {
+		watched <- watchL1(m, cpus, cmd.Process.Pid, out, &lastLine, serialIn, monitor, scanned, func() {
 			stalled.Store(true)
 			cmd.Process.Kill()
 		})
@@ -235,7 +247,7 @@ type watchResult struct {
 // serial port is such an interrupt. l1init's 100 Hz PIT is another, so
 // most losses end within a tick; the watch ends the rest, and also wakes a
 // vCPU that the loaded host kept off the CPU for a second (harmless).
-func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) watchResult {
+func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) watchResult {
 	var w watchResult
 	tick := time.NewTicker(min(m.Watch, m.Stall/4))
 	defer tick.Stop()
@@ -269,6 +281,16 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 		return b.String()
 	}
 	lost := lostInterruptWatch{need: lostSamples}
+	// What the host's scheduler did with QEMU's vCPU and I/O threads since
+	// each CPU's vector was first seen pending: a lost interrupt leaves the
+	// vCPU running, a starved vCPU has waited for a host CPU instead.
+	type episode struct {
+		at        time.Time
+		vcpu, io  threadSched
+		vcpuKnown bool
+	}
+	episodes := map[int]episode{}
+	var tids map[int]int
 	var reported time.Duration // the silence last reported
 	for {
 		select {
@@ -293,12 +315,33 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 				if !ok {
 					continue
 				}
-				if vec, wake := lost.sample(c, st); wake {
+				vec, wake := lost.sample(c, st)
+				if lost.count[c] == 1 {
+					if len(tids) < cpus {
+						tids = vcpuThreads(pid)
+					}
+					e := episode{at: time.Now()}
+					e.io, _ = readThreadSched(pid, pid)
+					if tid, ok := tids[c]; ok {
+						e.vcpu, e.vcpuKnown = readThreadSched(pid, tid)
+					}
+					episodes[c] = e
+				}
+				if wake {
 					silent := max(time.Since(time.Unix(0, lastLine.Load())), 0)
 					line := fmt.Sprintf("CPU#%d vector %d (PPR %#02x, %s) at %v", c, vec, st.PPR,
 						cpuSummary(ask(fmt.Sprintf("info registers %d", c))), silent.Round(time.Second))
+					if e, ok := episodes[c]; ok {
+						wall := time.Since(e.at)
+						if now, ok := readThreadSched(pid, tids[c]); ok && e.vcpuKnown {
+							line += "; vCPU thread " + schedDelta(e.vcpu, now, wall)
+						}
+						if now, ok := readThreadSched(pid, pid); ok {
+							line += "; I/O thread " + schedDelta(e.io, now, wall)
+						}
+					}
 					w.wakes = append(w.wakes, line)
-					fmt.Fprintf(out, "nested: L1 lost an interrupt: %s of silence; a byte on its serial port wakes it (QEMU TCG, see watchL1)\n", line)
+					fmt.Fprintf(out, "nested: L1 WAKE %d: lost an interrupt: %s of silence; a byte on its serial port wakes it (QEMU TCG, see watchL1)\n", len(w.wakes), line)
 					io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
 				}
 			}

@@ -1,0 +1,31 @@
+package nested
+
+import (
+	"os"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// vcpuThreads finds a thread by the name TCG gives its vCPU threads.
+func TestVCPUThreadsByName(t *testing.T) {
+	found := make(chan map[int]int)
+	named := make(chan int)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the goroutine: its name goes with it
+		name := []byte("CPU 3/TCG\x00")
+		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0); err != nil {
+			t.Error(err)
+		}
+		named <- unix.Gettid()
+		<-found
+	}()
+	tid := <-named
+	got := vcpuThreads(os.Getpid())
+	close(found)
+	if len(got) != 1 || got[3] != tid {
+		t.Errorf("vcpuThreads = %v, want CPU 3 on thread %d", got, tid)
+	}
+}
