@@ -334,7 +334,8 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 					if e, ok := episodes[c]; ok {
 						wall := time.Since(e.at)
 						if now, ok := readThreadSched(pid, tids[c]); ok && e.vcpuKnown {
-							line += "; vCPU thread " + schedDelta(e.vcpu, now, wall)
+							line += "; vCPU thread " + schedDelta(e.vcpu, now, wall) +
+								" (states " + threadStates(pid, tids[c], 8, 5*time.Millisecond) + ")"
 						}
 						if now, ok := readThreadSched(pid, pid); ok {
 							line += "; I/O thread " + schedDelta(e.io, now, wall)

@@ -45,6 +45,27 @@ func readThreadSched(pid, tid int) (threadSched, bool) {
 	return ts, true
 }
 
+// threadStates samples a thread's state letter n times, every, and the
+// kernel function it last waited in: "RRSSS, wchan futex_wait_queue".
+func threadStates(pid, tid, n int, every time.Duration) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			time.Sleep(every)
+		}
+		ts, ok := readThreadSched(pid, tid)
+		if !ok {
+			b.WriteByte('?')
+			continue
+		}
+		b.WriteString(ts.State)
+	}
+	if w, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/wchan", pid, tid)); err == nil && len(w) > 0 {
+		b.WriteString(", wchan " + string(w))
+	}
+	return b.String()
+}
+
 // vcpuThreads maps each vCPU index of QEMU process pid to its thread id:
 // TCG names its vCPU threads "CPU N/TCG".
 func vcpuThreads(pid int) map[int]int {

@@ -3,7 +3,9 @@ package nested
 import (
 	"os"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,5 +29,15 @@ func TestVCPUThreadsByName(t *testing.T) {
 	close(found)
 	if len(got) != 1 || got[3] != tid {
 		t.Errorf("vcpuThreads = %v, want CPU 3 on thread %d", got, tid)
+	}
+}
+
+// threadStates reads this test's own thread: running or runnable now.
+func TestThreadStatesOfThisThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	got := threadStates(os.Getpid(), unix.Gettid(), 3, time.Millisecond)
+	if len(got) < 3 || got[0] != 'R' || strings.Contains(got[:3], "?") {
+		t.Errorf("states %q, want R first", got)
 	}
 }
