@@ -8,11 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/syncbuf"
 )
@@ -91,6 +95,7 @@ type fakeMonitor struct {
 	woken atomic.Bool
 	ppr   int
 	asked atomic.Int32
+	regs  string // `info registers 0`'s line; halted with IF set when empty
 }
 
 func (f *fakeMonitor) serve(t *testing.T, sock string) {
@@ -121,7 +126,11 @@ func (f *fakeMonitor) serve(t *testing.T, sock string) {
 						}
 						ans = lapicDump(irr, f.ppr)
 					case cmd == "info registers 0":
-						ans = "CPU#0\r\nRIP=ffffffff812b70c3 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\r\n"
+						regs := f.regs
+						if regs == "" {
+							regs = "RIP=ffffffff812b70c3 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1"
+						}
+						ans = "CPU#0\r\n" + regs + "\r\n"
 					}
 					// The line editor echoes the command with escapes.
 					fmt.Fprintf(c, "%s\x1b[K\r\n%s(qemu) ", cmd, ans)
@@ -259,6 +268,57 @@ func TestCanTakeInterrupt(t *testing.T) {
 	} {
 		if got := canTakeInterrupt(regs); got != want {
 			t.Errorf("%q: %v, want %v", regs, got, want)
+		}
+	}
+}
+
+// The watch wakes no CPU that could not take the vector: one that runs
+// with interrupts off, or whose vCPU thread the host does not run (here a
+// thread named like TCG's vCPU thread that only sleeps).
+func TestWatchLeavesAloneWhatIsNoLoss(t *testing.T) {
+	named := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the goroutine, and its name with it
+		name := []byte("CPU 0/TCG\x00")
+		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0); err != nil {
+			t.Error(err)
+		}
+		close(named)
+		<-done
+	}()
+	<-named
+	for _, tc := range []struct {
+		regs            string
+		masked, starved bool
+	}{
+		{"RIP=ffffffff81081567 RFL=00000006 [-----P-] CPL=0 II=0 A20=1 SMM=0 HLT=0", true, false},
+		{"RIP=00000000004d6a3d RFL=00000246 [---Z-P-] CPL=3 II=0 A20=1 SMM=0 HLT=0", false, true},
+	} {
+		f := &fakeMonitor{ppr: 0x10, regs: tc.regs}
+		sock := filepath.Join(t.TempDir(), "mon.sock")
+		f.serve(t, sock)
+		serial := &serialPort{f: f}
+		var out syncbuf.Buffer
+		var last atomic.Int64
+		last.Store(time.Now().UnixNano())
+		scanned := make(chan struct{})
+		result := make(chan watchResult)
+		m := Machine{Watch: 20 * time.Millisecond, Stall: time.Minute}
+		go func() {
+			result <- watchL1(m, 1, os.Getpid(), &out, &last, serial, sock, scanned, func() { t.Error("killed") })
+		}()
+		for f.asked.Load() < 12 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(scanned)
+		w := <-result
+		if len(w.wakes) != 0 || f.woken.Load() {
+			t.Errorf("%s: woken %d times\n%s", tc.regs, len(w.wakes), out.String())
+		}
+		if (w.masked > 0) != tc.masked || (w.starved > 0) != tc.starved {
+			t.Errorf("%s: masked %d, starved %d; want masked %v, starved %v\n%s", tc.regs, w.masked, w.starved, tc.masked, tc.starved, out.String())
 		}
 	}
 }
