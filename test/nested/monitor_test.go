@@ -23,8 +23,14 @@ import (
 
 // lapicDump is `info lapic` as QEMU 7.2 prints it (the lines that matter).
 func lapicDump(irr string, ppr int) string {
+	return lapicDumpTimer(irr, ppr, 62500, 0)
+}
+
+// lapicDumpTimer adds the APIC timer's counts.
+func lapicDumpTimer(irr string, ppr int, initial, current uint64) string {
 	return "dumping local APIC state for CPU 0 \r\n\r\n" +
 		"LVTT\t 0x000200ec active-hi edge                 one-shot     Fixed  (vec 236)\r\n" +
+		fmt.Sprintf("Timer\t DCR=0x3 (divide by 16) initial_count = %d current_count = %d\r\n", initial, current) +
 		"SPIV\t 0x000001ff APIC enabled, focus=off, spurious vec 255\r\n" +
 		"ISR\t (none)\r\nIRR\t " + irr + "\r\n\r\n" +
 		fmt.Sprintf("APR 0x00 TPR 0x10 DFR 0x0f LDR 0x01 PPR 0x%02x\r\n", ppr)
@@ -235,7 +241,7 @@ func TestWakeSummaryCountsEveryWake(t *testing.T) {
 		t.Errorf("no wakes: %q", got)
 	}
 	r := Result{Wakes: 2, WakeLog: []string{"CPU#0 vector 236 a", "CPU#0 vector 48 b"}, Masked: 5, Starved: 1}
-	want := "L1 wakes: 2 (not losses, not woken: 5 reads with interrupts off, 1 times the vCPU thread was off the host CPU)\n  wake 1: CPU#0 vector 236 a\n  wake 2: CPU#0 vector 48 b"
+	want := "L1 wakes: 2 (not losses, not woken: 5 reads with interrupts off, 0 with L1's timer programmed again, 1 times the vCPU thread was off the host CPU)\n  wake 1: CPU#0 vector 236 a\n  wake 2: CPU#0 vector 48 b"
 	if got := r.WakeSummary(); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -320,5 +326,41 @@ func TestWatchLeavesAloneWhatIsNoLoss(t *testing.T) {
 		if (w.masked > 0) != tc.masked || (w.starved > 0) != tc.starved {
 			t.Errorf("%s: masked %d, starved %d; want masked %v, starved %v\n%s", tc.regs, w.masked, w.starved, tc.masked, tc.starved, out.String())
 		}
+	}
+}
+
+// A timer vector pending while L1 keeps programming its timer is a timer
+// that fires as soon as it is set, not a lost interrupt: only an expired
+// timer nobody set again counts.
+func TestLostInterruptWatchTimerProgrammedAgain(t *testing.T) {
+	read := func(initial, current uint64) lapicState {
+		st, ok := parseLapic(strings.ReplaceAll(lapicDumpTimer("236 ", 0x10, initial, current), "\r", ""))
+		if !ok || st.TimerVec != 236 || !st.HaveTimer || st.TimerInitial != initial || st.TimerCurrent != current {
+			t.Fatalf("parsed %+v ok=%v", st, ok)
+		}
+		return st
+	}
+	l := lostInterruptWatch{need: 3}
+	for i, s := range []struct {
+		st   lapicState
+		wake bool
+	}{
+		{read(1000, 0), false}, {read(1000, 0), false}, {read(1000, 500), false}, // armed again: no loss
+		{read(2000, 0), false}, {read(3000, 0), false}, {read(3000, 0), false}, // programmed between reads: counts from 3000
+		{read(3000, 0), true}, // expired, never set again, three reads
+	} {
+		if _, wake := l.sample(0, s.st); wake != s.wake {
+			t.Fatalf("read %d: wake %v, want %v", i, wake, s.wake)
+		}
+	}
+	if l.rearmed != 2 {
+		t.Errorf("rearmed %d, want 2", l.rearmed)
+	}
+	// Another vector (the PIT's) does not look at the timer.
+	l = lostInterruptWatch{need: 2}
+	st, _ := parseLapic(strings.ReplaceAll(lapicDumpTimer("48 ", 0x10, 1000, 500), "\r", ""))
+	l.sample(0, st)
+	if _, wake := l.sample(0, st); !wake {
+		t.Error("vector 48 with the timer armed was not a loss")
 	}
 }

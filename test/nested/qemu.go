@@ -94,6 +94,10 @@ type Result struct {
 	// because the host kept the vCPU thread off its CPU. Not losses: they
 	// are not woken, only counted.
 	Masked, Starved int
+	// Rearmed counts reads that found the timer's vector pending while
+	// L1 was still programming its timer: a timer that fires as soon as
+	// it is set, not a lost one.
+	Rearmed int
 }
 
 // WakeSummary is the run's closing count of wakes, one line per wake
@@ -101,7 +105,7 @@ type Result struct {
 // needed the runner to go on.
 func (r Result) WakeSummary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "L1 wakes: %d (not losses, not woken: %d reads with interrupts off, %d times the vCPU thread was off the host CPU)", r.Wakes, r.Masked, r.Starved)
+	fmt.Fprintf(&b, "L1 wakes: %d (not losses, not woken: %d reads with interrupts off, %d with L1's timer programmed again, %d times the vCPU thread was off the host CPU)", r.Wakes, r.Masked, r.Rearmed, r.Starved)
 	for i, w := range r.WakeLog {
 		fmt.Fprintf(&b, "\n  wake %d: %s", i+1, w)
 	}
@@ -207,7 +211,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	res, tail, ending := scanConsole(pipe, out, start, func() { lastLine.Store(time.Now().UnixNano()) })
 	close(scanned)
 	w := <-watched
-	res.Wakes, res.WakeLog, res.Masked, res.Starved = len(w.wakes), w.wakes, w.masked, w.starved
+	res.Wakes, res.WakeLog, res.Masked, res.Rearmed, res.Starved = len(w.wakes), w.wakes, w.masked, w.rearmed, w.starved
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
@@ -231,6 +235,9 @@ type watchResult struct {
 	// ran with interrupts off; starved, the times a vector stayed pending
 	// because the host did not run the vCPU thread. Neither is a loss.
 	masked, starved int
+	// rearmed counts reads that found L1's timer vector pending with the
+	// timer programmed again (lostInterruptWatch.rearmed).
+	rearmed int
 }
 
 // minVCPURun is how long a vCPU thread that is not halted must have run on
@@ -330,6 +337,7 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 	for {
 		select {
 		case <-scanned:
+			w.rearmed = lost.rearmed
 			return w
 		case now := <-tick.C:
 			silent := now.Sub(time.Unix(0, lastLine.Load()))
@@ -337,6 +345,7 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 				fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, ask(freezeQueries...))
 				kill()
 				<-scanned
+				w.rearmed = lost.rearmed
 				return w
 			}
 			if silent < silenceReport {
@@ -414,17 +423,37 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 // need reads in a row.
 type lostInterruptWatch struct {
 	need  int
-	vec   map[int]int // CPU -> the deliverable vector of the last read
-	count map[int]int // CPU -> reads in a row that found it
+	vec   map[int]int    // CPU -> the deliverable vector of the last read
+	count map[int]int    // CPU -> reads in a row that found it
+	init  map[int]uint64 // CPU -> the APIC timer's initial count at the first of them
+	// rearmed counts reads that found the timer's vector pending with the
+	// timer programmed again since (L1 is taking its timer interrupts).
+	rearmed int
 }
 
 // sample takes one read of CPU cpu's APIC and says whether to wake the CPU
 // now, and for which vector.
 func (l *lostInterruptWatch) sample(cpu int, st lapicState) (int, bool) {
 	if l.vec == nil {
-		l.vec, l.count = map[int]int{}, map[int]int{}
+		l.vec, l.count, l.init = map[int]int{}, map[int]int{}, map[int]uint64{}
 	}
 	v := st.Deliverable()
+	if v >= 0 && st.HaveTimer && v == st.TimerVec {
+		switch {
+		case st.TimerCurrent != 0:
+			// Counting down again: L1 took the last expiry and set the
+			// next; this one is simply due.
+			l.rearmed++
+			v = -1
+		case l.count[cpu] > 0 && l.vec[cpu] == v && st.TimerInitial != l.init[cpu]:
+			// Programmed again between the reads: a new expiry, a new count.
+			l.rearmed++
+			l.count[cpu] = 0
+		}
+	}
+	if v >= 0 && l.count[cpu] == 0 {
+		l.init[cpu] = st.TimerInitial
+	}
 	if v < 0 || v != l.vec[cpu] {
 		l.vec[cpu], l.count[cpu] = v, 0
 		if v < 0 {

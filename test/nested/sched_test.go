@@ -27,7 +27,7 @@ func TestVCPUThreadsByName(t *testing.T) {
 	tid := <-named
 	got := vcpuThreads(os.Getpid())
 	close(found)
-	if len(got) != 1 || got[3] != tid {
+	if got[3] != tid { // other tests may still have a "CPU 0/TCG" thread
 		t.Errorf("vcpuThreads = %v, want CPU 3 on thread %d", got, tid)
 	}
 }
