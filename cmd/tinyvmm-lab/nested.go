@@ -177,12 +177,11 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := nested.Boot(ctx, m)
 	if err != nil {
+		logf("%s", res.WakeSummary())
 		return failf(err.Error())
 	}
-	logf("L1 reached init after %v; KVM in L1: %v; run took %v; lost interrupts the runner ended: %d", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Elapsed.Round(time.Second), res.Wakes)
-	for _, w := range res.WakeLog {
-		logf("  woke %s", w)
-	}
+	logf("L1 reached init after %v; KVM in L1: %v; run took %v", res.ToInit.Round(100*time.Millisecond), res.KVM, res.Elapsed.Round(time.Second))
+	logf("%s", res.WakeSummary())
 	for _, s := range res.Steps {
 		logf("  status %3d  %6.1fs  %s", s.Status, s.Seconds, s.Command)
 	}

@@ -80,17 +80,40 @@ type lapicState struct {
 	Enabled bool
 	IRR     []int
 	PPR     int
+	// TimerVec is the APIC timer's vector (LVTT), -1 when not shown;
+	// TimerInitial and TimerCurrent its counts (HaveTimer when shown). A
+	// one-shot timer whose interrupt was lost reads current 0 with the
+	// same initial count read after read: nobody programmed it again.
+	TimerVec                   int
+	HaveTimer                  bool
+	TimerInitial, TimerCurrent uint64
 }
 
-var pprField = regexp.MustCompile(`\bPPR 0x([0-9a-fA-F]+)`)
+var (
+	pprField   = regexp.MustCompile(`\bPPR 0x([0-9a-fA-F]+)`)
+	lvtVec     = regexp.MustCompile(`\(vec (\d+)\)`)
+	timerCount = regexp.MustCompile(`initial_count = (\d+) current_count = (\d+)`)
+)
 
 // parseLapic reads `info lapic` output; ok is false when it has no IRR or
 // PPR (no such CPU, or not an x86 APIC dump).
 func parseLapic(s string) (st lapicState, ok bool) {
 	var sawIRR bool
+	st.TimerVec = -1
 	for _, line := range strings.Split(s, "\n") {
 		f := strings.Fields(line)
 		switch {
+		case len(f) > 0 && f[0] == "LVTT":
+			if m := lvtVec.FindStringSubmatch(line); m != nil {
+				st.TimerVec, _ = strconv.Atoi(m[1])
+			}
+		case len(f) > 0 && f[0] == "Timer":
+			if m := timerCount.FindStringSubmatch(line); m != nil {
+				init, err1 := strconv.ParseUint(m[1], 10, 32)
+				cur, err2 := strconv.ParseUint(m[2], 10, 32)
+				st.HaveTimer = err1 == nil && err2 == nil
+				st.TimerInitial, st.TimerCurrent = init, cur
+			}
 		case len(f) > 0 && f[0] == "SPIV":
 			st.Enabled = strings.Contains(line, "APIC enabled")
 		case len(f) > 0 && f[0] == "IRR":

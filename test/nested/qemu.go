@@ -97,6 +97,27 @@ type Result struct {
 	Wakes int
 	// WakeLog has one line per wake: the CPU, the vector, HLT and when.
 	WakeLog []string
+	// Masked counts the watch's reads that found a deliverable vector
+	// while its CPU had interrupts off; Starved, the vectors left pending
+	// because the host kept the vCPU thread off its CPU. Not losses: they
+	// are not woken, only counted.
+	Masked, Starved int
+	// Rearmed counts reads that found the timer's vector pending while
+	// L1 was still programming its timer: a timer that fires as soon as
+	// it is set, not a lost one.
+	Rearmed int
+}
+
+// WakeSummary is the run's closing count of wakes, one line per wake
+// after it: "L1 wakes: N" is what CI counts, and any N above 0 means L1
+// needed the runner to go on.
+func (r Result) WakeSummary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "L1 wakes: %d (not losses, not woken: %d reads with interrupts off, %d with L1's timer programmed again, %d times the vCPU thread was off the host CPU)", r.Wakes, r.Masked, r.Rearmed, r.Starved)
+	for i, w := range r.WakeLog {
+		fmt.Fprintf(&b, "\n  wake %d: %s", i+1, w)
+	}
+	return b.String()
 }
 
 // errGate means l1init's gate step (kvmprobe) failed.
@@ -164,6 +185,8 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		"-accel", "tcg", "-cpu", cpu, "-smp", smpArg(cpus), "-m", strconv.Itoa(mem),
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
 		"-nic", "none", "-no-reboot",
+		// Thread names ("CPU 0/TCG"): the watch finds the vCPU threads by them.
+		"-name", "tinyvmm-l1,debug-threads=on",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
 		"-append", strings.TrimSpace(cmdline),
 	}
@@ -197,7 +220,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	scanned := make(chan struct{})
 	watched := make(chan watchResult, 1)
 	go func() {
-		watched <- watchL1(m, cpus, console, &lastLine, serialIn, monitor, scanned, func() {
+		watched <- watchL1(m, cpus, cmd.Process.Pid, console, &lastLine, serialIn, monitor, scanned, func() {
 			stalled.Store(true)
 			cmd.Process.Kill()
 		})
@@ -205,7 +228,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	res, tail, ending := scanConsole(pipe, console, steps, start, func() { lastLine.Store(time.Now().UnixNano()) })
 	close(scanned)
 	w := <-watched
-	res.Wakes, res.WakeLog = len(w.wakes), w.wakes
+	res.Wakes, res.WakeLog, res.Masked, res.Rearmed, res.Starved = len(w.wakes), w.wakes, w.masked, w.rearmed, w.starved
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
@@ -225,6 +248,37 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 // watchResult is what watchL1 did.
 type watchResult struct {
 	wakes []string
+	// masked counts reads that found a deliverable vector while its CPU
+	// ran with interrupts off; starved, the times a vector stayed pending
+	// because the host did not run the vCPU thread. Neither is a loss.
+	masked, starved int
+	// rearmed counts reads that found L1's timer vector pending with the
+	// timer programmed again (lostInterruptWatch.rearmed).
+	rearmed int
+}
+
+// minVCPURun is how long a vCPU thread that is not halted must have run on
+// a host CPU while a vector stayed pending before that vector counts as
+// lost: a CPU takes a deliverable vector within microseconds of running
+// with interrupts on.
+const minVCPURun = 100 * time.Millisecond
+
+// canTakeInterrupt says from `info registers N` whether the CPU accepts
+// an interrupt: halted, or IF (bit 9) set in RFLAGS (EFL= outside long
+// mode). An answer without flags says yes.
+func canTakeInterrupt(regs string) bool {
+	if strings.Contains(regs, "HLT=1") {
+		return true
+	}
+	for _, f := range strings.Fields(regs) {
+		for _, key := range []string{"RFL=", "EFL="} {
+			if v, ok := strings.CutPrefix(f, key); ok {
+				n, err := strconv.ParseUint(v, 16, 64)
+				return err != nil || n&0x200 != 0
+			}
+		}
+	}
+	return true
 }
 
 // watchL1 reads each L1 CPU's local APIC through QEMU's monitor every
@@ -252,7 +306,7 @@ type watchResult struct {
 // serial port is such an interrupt. l1init's 100 Hz PIT is another, so
 // most losses end within a tick; the watch ends the rest, and also wakes a
 // vCPU that the loaded host kept off the CPU for a second (harmless).
-func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) watchResult {
+func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, serialIn io.Writer, monitor string, scanned <-chan struct{}, kill func()) watchResult {
 	var w watchResult
 	tick := time.NewTicker(min(m.Watch, m.Stall/4))
 	defer tick.Stop()
@@ -286,10 +340,21 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 		return b.String()
 	}
 	lost := lostInterruptWatch{need: lostSamples}
+	// What the host's scheduler did with QEMU's vCPU and I/O threads since
+	// each CPU's vector was first seen pending: a lost interrupt leaves the
+	// vCPU running, a starved vCPU has waited for a host CPU instead.
+	type episode struct {
+		at        time.Time
+		vcpu, io  threadSched
+		vcpuKnown bool
+	}
+	episodes := map[int]episode{}
+	var tids map[int]int
 	var reported time.Duration // the silence last reported
 	for {
 		select {
 		case <-scanned:
+			w.rearmed = lost.rearmed
 			return w
 		case now := <-tick.C:
 			silent := now.Sub(time.Unix(0, lastLine.Load()))
@@ -297,6 +362,7 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 				fmt.Fprintf(out, "nested: L1 silent for %v; its state (QEMU monitor):\n%s\n", m.Stall, ask(freezeQueries...))
 				kill()
 				<-scanned
+				w.rearmed = lost.rearmed
 				return w
 			}
 			if silent < silenceReport {
@@ -310,12 +376,58 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 				if !ok {
 					continue
 				}
-				if vec, wake := lost.sample(c, st); wake {
+				var regs string
+				if st.Deliverable() >= 0 {
+					// Pending while the CPU runs with interrupts off (in a
+					// handler, or programming the next timer) is no loss:
+					// such a read starts the count over.
+					regs = ask(fmt.Sprintf("info registers %d", c))
+					if !canTakeInterrupt(regs) {
+						w.masked++
+						st.IRR = nil
+					}
+				}
+				vec, wake := lost.sample(c, st)
+				if lost.count[c] == 1 {
+					if len(tids) < cpus {
+						tids = vcpuThreads(pid)
+					}
+					e := episode{at: time.Now()}
+					e.io, _ = readThreadSched(pid, pid)
+					if tid, ok := tids[c]; ok {
+						e.vcpu, e.vcpuKnown = readThreadSched(pid, tid)
+					}
+					episodes[c] = e
+				}
+				if e, ok := episodes[c]; wake && ok && e.vcpuKnown {
+					// A vCPU thread the host kept off its CPU lost nothing:
+					// it takes the vector as soon as it runs.
+					now, ok := readThreadSched(pid, tids[c])
+					wall := time.Since(e.at)
+					halted := strings.Contains(regs, "HLT=1")
+					if ok && ((!halted && now.Run-e.vcpu.Run < minVCPURun) || (halted && now.Wait-e.vcpu.Wait > wall/2)) {
+						w.starved++
+						fmt.Fprintf(out, "nested: L1 CPU#%d vector %d pending, not woken: its vCPU thread %s (the host kept it off its CPU)\n",
+							c, vec, schedDelta(e.vcpu, now, wall))
+						continue
+					}
+				}
+				if wake {
 					silent := max(time.Since(time.Unix(0, lastLine.Load())), 0)
 					line := fmt.Sprintf("CPU#%d vector %d (PPR %#02x, %s) at %v", c, vec, st.PPR,
 						cpuSummary(ask(fmt.Sprintf("info registers %d", c))), silent.Round(time.Second))
+					if e, ok := episodes[c]; ok {
+						wall := time.Since(e.at)
+						if now, ok := readThreadSched(pid, tids[c]); ok && e.vcpuKnown {
+							line += "; vCPU thread " + schedDelta(e.vcpu, now, wall) +
+								" (states " + threadStates(pid, tids[c], 8, 5*time.Millisecond) + ")"
+						}
+						if now, ok := readThreadSched(pid, pid); ok {
+							line += "; I/O thread " + schedDelta(e.io, now, wall)
+						}
+					}
 					w.wakes = append(w.wakes, line)
-					fmt.Fprintf(out, "nested: L1 lost an interrupt: %s of silence; a byte on its serial port wakes it (QEMU TCG, see watchL1)\n", line)
+					fmt.Fprintf(out, "nested: L1 WAKE %d: lost an interrupt: %s of silence; a byte on its serial port wakes it (QEMU TCG, see watchL1)\n", len(w.wakes), line)
 					io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
 				}
 			}
@@ -328,17 +440,37 @@ func watchL1(m Machine, cpus int, out io.Writer, lastLine *atomic.Int64, serialI
 // need reads in a row.
 type lostInterruptWatch struct {
 	need  int
-	vec   map[int]int // CPU -> the deliverable vector of the last read
-	count map[int]int // CPU -> reads in a row that found it
+	vec   map[int]int    // CPU -> the deliverable vector of the last read
+	count map[int]int    // CPU -> reads in a row that found it
+	init  map[int]uint64 // CPU -> the APIC timer's initial count at the first of them
+	// rearmed counts reads that found the timer's vector pending with the
+	// timer programmed again since (L1 is taking its timer interrupts).
+	rearmed int
 }
 
 // sample takes one read of CPU cpu's APIC and says whether to wake the CPU
 // now, and for which vector.
 func (l *lostInterruptWatch) sample(cpu int, st lapicState) (int, bool) {
 	if l.vec == nil {
-		l.vec, l.count = map[int]int{}, map[int]int{}
+		l.vec, l.count, l.init = map[int]int{}, map[int]int{}, map[int]uint64{}
 	}
 	v := st.Deliverable()
+	if v >= 0 && st.HaveTimer && v == st.TimerVec {
+		switch {
+		case st.TimerCurrent != 0:
+			// Counting down again: L1 took the last expiry and set the
+			// next; this one is simply due.
+			l.rearmed++
+			v = -1
+		case l.count[cpu] > 0 && l.vec[cpu] == v && st.TimerInitial != l.init[cpu]:
+			// Programmed again between the reads: a new expiry, a new count.
+			l.rearmed++
+			l.count[cpu] = 0
+		}
+	}
+	if v >= 0 && l.count[cpu] == 0 {
+		l.init[cpu] = st.TimerInitial
+	}
 	if v < 0 || v != l.vec[cpu] {
 		l.vec[cpu], l.count[cpu] = v, 0
 		if v < 0 {
