@@ -123,20 +123,20 @@ func (fs *fileSystem) openOutFlags(mode uint32) uint32 {
 	if mode&unix.S_IFMT == unix.S_IFIFO {
 		return fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE
 	}
-	if fs.readOnly {
-		// Nothing the guest does changes the file: keep its pages
-		// across opens (the kernel still drops them when the host's
-		// mtime moves).
+	if fs.cache == CacheAlways {
+		// The pages stay across opens; the guest drops them when an
+		// attribute it fetches shows a new size or mtime
+		// (FUSE_AUTO_INVAL_DATA, which go-fuse asks for).
 		return fuse.FOPEN_KEEP_CACHE
 	}
-	// A read-write share is the host's directory, changed on both
-	// sides: read(2) and write(2) go straight to the host file with no
-	// guest page cache in between (virtiofsd's cache=none, what 9p's
-	// cache=mmap was), so each side sees the other's writes at once,
-	// and file data is copied once, from the host's page cache into the
-	// guest process's buffer. mmap, and so exec, still go through the
-	// guest's page cache.
-	return fuse.FOPEN_DIRECT_IO
+	// CacheAuto: the guest's page cache, dropped at each open, so an
+	// open sees the host's file as it is then. Reads go through the
+	// guest's readahead, large and several at once, where direct I/O
+	// made each read(2) one request waited for; writes still go through
+	// to the host at once (FUSE writes through unless the device asks
+	// for the writeback cache, which it does not), and a shared
+	// writable mmap works, which direct I/O refuses.
+	return 0
 }
 
 // Create implements fuse.RawFileSystem: a new regular file, opened.
@@ -393,8 +393,10 @@ func (fs *fileSystem) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 		return s
 	}
 	out.Fh = fh
-	if fs.readOnly {
-		out.OpenFlags = fuse.FOPEN_CACHE_DIR
+	if fs.cache == CacheAlways {
+		// The listing stays in the guest across opens, until the
+		// directory's mtime moves.
+		out.OpenFlags = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
 	return fuse.OK
 }
