@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 mkdir -p out/bench
 log=out/bench/share-nested.log
 json=out/bench/share.json
-[ $# -gt 0 ] || set -- --runs 5 --qemu-runs 1
+[ $# -gt 0 ] || set -- --runs 5 --qemu-runs 1 --qemu-timeout 3m
 status=0
 make -s build
 # shellcheck disable=SC2086
