@@ -17,6 +17,7 @@
 package share
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -336,11 +337,15 @@ func firstLine(s string) string {
 // the VMM's exit status when the command succeeded. A VM still running
 // after timeout is killed and is an error.
 func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration) (Runs, error) {
-	var out []byte
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		return Runs{}, err
+	}
 	var err error
 	done := make(chan struct{})
 	go func() {
-		out, err = cmd.Output()
+		err = cmd.Wait()
 		close(done)
 	}()
 	select {
@@ -348,8 +353,9 @@ func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration) (Runs, error) {
 	case <-time.After(timeout):
 		cmd.Process.Kill()
 		<-done
-		return Runs{}, fmt.Errorf("no result after %v (killed); its output:\n%s", timeout, out)
+		return Runs{}, fmt.Errorf("no result after %v (killed); its output:\n%s", timeout, stdout.Bytes())
 	}
+	out := stdout.Bytes()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == ok {
 		err = nil
