@@ -52,12 +52,13 @@ func TestCachePolicy(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%02d", i)), []byte("x"), 0o644)
 	}
 	for _, tc := range []struct {
-		cache            Cache
-		timeout          time.Duration
-		fileFlags, dirFl uint32
+		cache     Cache
+		timeout   time.Duration
+		fileFlags uint32
+		opendir   unix.Errno // ENOSYS: Linux opens directories itself, with KEEP_CACHE|CACHE_DIR
 	}{
 		{CacheAuto, time.Second, 0, 0},
-		{CacheAlways, time.Minute, fuse.FOPEN_KEEP_CACHE, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE},
+		{CacheAlways, time.Minute, fuse.FOPEN_KEEP_CACHE, unix.ENOSYS},
 	} {
 		t.Run(tc.cache.String(), func(t *testing.T) {
 			g := newCacheGuest(t, dir, tc.cache) // and its INIT
@@ -94,13 +95,20 @@ func TestCachePolicy(t *testing.T) {
 				t.Errorf("OPEN flags %#x, want %#x", got, tc.fileFlags)
 			}
 			en, b = g.do(opOpendir, rootID, 4096, uint32(unix.O_RDONLY), uint32(0))
-			if en != 0 {
-				t.Fatal(en)
+			if en != tc.opendir {
+				t.Fatalf("OPENDIR: %v, want %v", en, tc.opendir)
 			}
-			if got := binary.LittleEndian.Uint32(b[8:]); got != tc.dirFl {
-				t.Errorf("OPENDIR flags %#x, want %#x", got, tc.dirFl)
+			var fh uint64 // none after ENOSYS
+			if en == 0 {
+				if got := binary.LittleEndian.Uint32(b[8:]); got != 0 {
+					t.Errorf("OPENDIR flags %#x, want none: the listing is read again at each open", got)
+				}
+				fh = binary.LittleEndian.Uint64(b)
+				// No handle: not a directory this guest opened.
+				if en, _ := g.do(opReaddirplus, rootID, 4096+outHeaderLen, readIn(0, 0, 4096)...); en != unix.EBADF {
+					t.Errorf("READDIRPLUS with no handle: %v, want EBADF", en)
+				}
 			}
-			fh := binary.LittleEndian.Uint64(b)
 			// One page, as Linux 6.1 asks: every entry but . and ..
 			// comes with its node and its timeouts.
 			en, b = g.do(opReaddirplus, rootID, 4096+outHeaderLen, readIn(fh, 0, 4096)...)
@@ -126,9 +134,68 @@ func TestCachePolicy(t *testing.T) {
 				t.Errorf("%d entries in one page of READDIRPLUS", n)
 			}
 			st := g.dev.Stats()
-			if st.Ops["INIT"] != 2 || st.Ops["LOOKUP"] != 1 || st.Ops["READDIRPLUS"] != 1 || st.Ops["OPENDIR"] != 1 {
+			if st.Ops["INIT"] != 2 || st.Ops["LOOKUP"] != 1 || st.Ops["READDIRPLUS"] == 0 || st.Ops["OPENDIR"] != 1 {
 				t.Errorf("op counts %v", st.Ops)
 			}
 		})
+	}
+}
+
+// TestNoHandleReaddirSwapped: under CacheAlways a READDIR comes with no
+// handle and the device opens the directory itself, by the node's name;
+// a directory swapped for a symlink to the outside since the lookup is
+// refused (ENOTDIR), one swapped for another directory too (ESTALE).
+func TestNoHandleReaddirSwapped(t *testing.T) {
+	o := newOutside(t)
+	os.WriteFile(filepath.Join(o.outDir, "..secretlisting"), nil, 0o644)
+	defer os.Remove(filepath.Join(o.outDir, "..secretlisting"))
+	d := filepath.Join(o.share, "d")
+	os.Mkdir(d, 0o755)
+	os.WriteFile(filepath.Join(d, "inside"), nil, 0o644)
+	g := newCacheGuest(t, o.share, CacheAlways)
+	node := g.mustLookup(rootID, "d").node
+	if names := g.readdirNoHandle(node); len(names) != 3 {
+		t.Fatalf("listing %q", names)
+	}
+	os.Rename(d, d+".old")
+	os.Symlink(o.outDir, d)
+	if e, b := g.do(opReaddirplus, node, 4096+outHeaderLen, readIn(0, 0, 4096)...); e == 0 {
+		t.Errorf("READDIRPLUS of a directory swapped for a symlink listed %q", b)
+	}
+	os.Remove(d)
+	os.Mkdir(d, 0o755)
+	if e, _ := g.do(opReaddir, node, 4096+outHeaderLen, readIn(0, 0, 4096)...); e != unix.ESTALE {
+		t.Errorf("READDIR of a directory swapped for another: %v, want ESTALE", e)
+	}
+	if e, _ := g.do(opFsyncdir, node, 4096, uint64(0), uint32(0), uint32(0)); e != unix.ESTALE {
+		t.Errorf("FSYNCDIR of a swapped directory: %v, want ESTALE", e)
+	}
+	if e, _ := g.do(opFsyncdir, rootID, 4096, uint64(0), uint32(0), uint32(0)); e != 0 {
+		t.Errorf("FSYNCDIR of the root with no handle: %v", e)
+	}
+	os.Remove(filepath.Join(o.outDir, "..secretlisting"))
+	o.check(t)
+}
+
+// readdirNoHandle lists a directory with READDIR and no handle, as Linux
+// does after OPENDIR's ENOSYS.
+func (g *guest) readdirNoHandle(node uint64) []string {
+	g.t.Helper()
+	var names []string
+	off := uint64(0)
+	for {
+		e, b := g.do(opReaddir, node, 1024+outHeaderLen, readIn(0, off, 1024)...)
+		if e != 0 {
+			g.t.Fatalf("readdir: %v", e)
+		}
+		if len(b) == 0 {
+			return names
+		}
+		for len(b) > 0 {
+			off = binary.LittleEndian.Uint64(b[8:])
+			nl := int(binary.LittleEndian.Uint32(b[16:]))
+			names = append(names, string(b[24:24+nl]))
+			b = b[(24+nl+7)&^7:]
+		}
 	}
 }
