@@ -34,6 +34,7 @@ import (
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
+	"tinyvmm/sharefs"
 )
 
 const (
@@ -82,16 +83,19 @@ type Report struct {
 	QEMU9pWalkRatio       float64 `json:"qemu_9p_walk_ratio,omitempty"`
 	QEMU9pParallelSpeedup float64 `json:"qemu_9p_parallel_speedup,omitempty"`
 
-	QEMURuns int    `json:"qemu_runs,omitempty"`
-	SizeMiB  int    `json:"size_mib"`
-	Files    int    `json:"files"`
-	Runs     int    `json:"runs"`
-	CPUs     int    `json:"guest_cpus"`
-	Host     Side   `json:"host"`
-	Guest    Side   `json:"guest"`
-	Always   *Side  `json:"cache_always,omitempty"`
-	QEMU9p   *Side  `json:"qemu_9p,omitempty"`
-	QEMUWhy  string `json:"qemu_9p_missing,omitempty"`
+	QEMURuns int `json:"qemu_runs,omitempty"`
+	// The QEMU anchor walks a smaller tree (--qemu-files), which the
+	// host walks too: its walk_ratio is against this.
+	HostQEMUTreeWalkSecs float64 `json:"host_qemu_tree_walk_s,omitempty"`
+	SizeMiB              int     `json:"size_mib"`
+	Files                int     `json:"files"`
+	Runs                 int     `json:"runs"`
+	CPUs                 int     `json:"guest_cpus"`
+	Host                 Side    `json:"host"`
+	Guest                Side    `json:"guest"`
+	Always               *Side   `json:"cache_always,omitempty"`
+	QEMU9p               *Side   `json:"qemu_9p,omitempty"`
+	QEMUWhy              string  `json:"qemu_9p_missing,omitempty"`
 }
 
 // MainShare runs the benchmark.
@@ -109,15 +113,25 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	qemu := fs.String("qemu", "auto", "QEMU virtio-9p anchor: auto (when qemu-system-x86_64 and /dev/kvm are there), on or off")
 	qemuRuns := fs.Int("qemu-runs", 3, "timed runs of each operation on the QEMU anchor (its 9p walk is slow)")
 	qemuTimeout := fs.Duration("qemu-timeout", 4*time.Minute, "bound on the QEMU anchor's VM; past it the anchor is reported missing")
+	qemuFiles := fs.Int("qemu-files", 2000, "files in the tree the QEMU anchor walks (a 9p walk costs round trips per file; its walk_ratio is per entry)")
+	tree := fs.String("tree", "tree", "with --measure: the `DIR` walked, below the measured directory")
+	progress := fs.Bool("progress", false, "with --measure: say on stderr what starts (the QEMU anchor's console, shown if it is killed)")
 	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench share", "Usage: tinyvmm-lab bench share [flags]   a --share (virtio-fs) in the guest against the same operations on the host", args, stdout); help || err != nil {
 		return err
 	}
-	if *size < 1 || *runs < 1 || *files < 1 || *cpus < 1 {
-		return cliflag.Usagef("--size, --files, --runs and --cpus must be at least 1")
+	if *size < 1 || *runs < 1 || *files < 1 || *cpus < 1 || *qemuFiles < 1 {
+		return cliflag.Usagef("--size, --files, --qemu-files, --runs and --cpus must be at least 1")
+	}
+	if err := sharefs.CheckName(*tree); err != nil {
+		return cliflag.Usagef("--tree %q: give a name in the measured directory", *tree)
 	}
 	if *measure != "" {
-		r, err := measureAll(*measure, *runs)
+		p := io.Discard
+		if *progress {
+			p = stderr
+		}
+		r, err := measureAll(*measure, *tree, *runs, p)
 		if err != nil {
 			return err
 		}
@@ -140,6 +154,9 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(statsDir)
 	fmt.Fprintf(stderr, "bench share: making %d MiB, %dx%d MiB and a %d-file tree in %s\n", *size, parReaders, parFileSize>>20, *files, work)
 	if err := makeFiles(work, int64(*size)<<20, *files); err != nil {
+		return err
+	}
+	if err := makeTree(filepath.Join(work, qemuTree), *qemuFiles); err != nil {
 		return err
 	}
 	// tinyvmm boots the guest; a copy of this command, in the share, is
@@ -169,11 +186,23 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		return os.WriteFile(*out, append(j, '\n'), 0o644)
 	}
 
-	hostRuns, err := measureAll(work, *runs)
+	hostRuns, err := measureAll(work, "tree", *runs, io.Discard)
 	if err != nil {
 		return err
 	}
 	rep.Host = side("host", hostRuns)
+	// The anchor's tree, walked on the host too, for its ratio.
+	var hostSmall Runs
+	for i := 0; i < *runs; i++ {
+		start := time.Now()
+		n, err := walk(filepath.Join(work, qemuTree))
+		if err != nil {
+			return err
+		}
+		hostSmall.WalkSecs = append(hostSmall.WalkSecs, time.Since(start).Seconds())
+		hostSmall.Entries = n
+	}
+	rep.HostQEMUTreeWalkSecs = median(hostSmall.WalkSecs)
 
 	tinyvmm := func(where, statsFile string, extraArgs ...string) (Side, error) {
 		guestArgs := []string{guestSelf, "bench", "share", "--measure", ".", "--runs", fmt.Sprint(*runs)}
@@ -207,7 +236,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf); q != nil {
+	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf+" bench share --measure . --progress --tree "+qemuTree); q != nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
 		qr, err := guestSide(q, 1, *qemuTimeout)
 		if err != nil {
@@ -242,7 +271,7 @@ func (r *Report) finish() {
 	}
 	if q := r.QEMU9p; q != nil {
 		r.QEMU9pReadRatio = q.ReadMiBs / r.Host.ReadMiBs
-		r.QEMU9pWalkRatio = q.WalkSecs / r.Host.WalkSecs
+		r.QEMU9pWalkRatio = q.WalkSecs / r.HostQEMUTreeWalkSecs
 		r.QEMU9pParallelSpeedup = q.Speedup
 	}
 }
@@ -328,6 +357,14 @@ func printReport(w io.Writer, r *Report) {
 	}
 }
 
+// tail is the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
@@ -353,7 +390,7 @@ func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration) (Runs, error) {
 	case <-time.After(timeout):
 		cmd.Process.Kill()
 		<-done
-		return Runs{}, fmt.Errorf("no result after %v (killed); its output:\n%s", timeout, stdout.Bytes())
+		return Runs{}, fmt.Errorf("no result after %v (killed); the end of its output:\n%s", timeout, tail(stdout.Bytes(), 2000))
 	}
 	out := stdout.Bytes()
 	var ee *exec.ExitError
@@ -370,6 +407,9 @@ func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration) (Runs, error) {
 	return r, nil
 }
 
+// qemuTree is the smaller tree the QEMU anchor walks.
+const qemuTree = "qtree"
+
 // makeFiles writes the data file, the parallel readers' files and the tree.
 func makeFiles(dir string, size int64, files int) error {
 	if err := writeFile(filepath.Join(dir, "data"), size); err != nil {
@@ -380,7 +420,11 @@ func makeFiles(dir string, size int64, files int) error {
 			return err
 		}
 	}
-	tree := filepath.Join(dir, "tree")
+	return makeTree(filepath.Join(dir, "tree"), files)
+}
+
+// makeTree makes a tree of files empty files, perDir to a directory.
+func makeTree(tree string, files int) error {
 	for i := 0; i < files; i++ {
 		d := filepath.Join(tree, fmt.Sprintf("d%03d", i/perDir))
 		if i%perDir == 0 {
@@ -397,8 +441,10 @@ func makeFiles(dir string, size int64, files int) error {
 	return nil
 }
 
-// measureAll times each operation runs times in dir, interleaved.
-func measureAll(dir string, runs int) (Runs, error) {
+// measureAll times each operation runs times in dir, interleaved, walking
+// dir/tree, and says on progress what it starts (in a guest: its console,
+// which a VM killed at its bound shows).
+func measureAll(dir, tree string, runs int, progress io.Writer) (Runs, error) {
 	var r Runs
 	fi, err := os.Stat(filepath.Join(dir, "data"))
 	if err != nil {
@@ -406,14 +452,16 @@ func measureAll(dir string, runs int) (Runs, error) {
 	}
 	mib := float64(fi.Size()) / (1 << 20)
 	for i := 0; i < runs; i++ {
+		fmt.Fprintf(progress, "bench share: run %d: read\n", i+1)
 		start := time.Now()
 		if err := readAll(filepath.Join(dir, "data")); err != nil {
 			return r, err
 		}
 		r.ReadMiBs = append(r.ReadMiBs, mib/time.Since(start).Seconds())
 
+		fmt.Fprintf(progress, "bench share: run %d: walk\n", i+1)
 		start = time.Now()
-		n, err := walk(filepath.Join(dir, "tree"))
+		n, err := walk(filepath.Join(dir, tree))
 		if err != nil {
 			return r, err
 		}
@@ -421,6 +469,7 @@ func measureAll(dir string, runs int) (Runs, error) {
 		r.Entries = n
 
 		for _, readers := range []int{1, parReaders} {
+			fmt.Fprintf(progress, "bench share: run %d: %d readers\n", i+1, readers)
 			start = time.Now()
 			var wg sync.WaitGroup
 			errs := make([]error, readers)
