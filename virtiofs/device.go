@@ -81,8 +81,10 @@ type Config struct {
 
 // Cache is how much of the share the guest keeps in its own caches, the
 // policies of virtiofsd's --cache option of the same names. Whatever the
-// policy, the guest's own changes are seen by the guest at once, and reach
-// the host at once (writes go through, none waits in a guest cache).
+// policy, the guest sees its own changes at once, and a write(2) reaches
+// the host before it returns (the device never asks for FUSE's writeback
+// cache; only pages written through a shared mmap wait for the guest's
+// writeback, as on any file system).
 type Cache int
 
 const (
