@@ -203,6 +203,9 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		hostSmall.Entries = n
 	}
 	rep.HostQEMUTreeWalkSecs = median(hostSmall.WalkSecs)
+	if j, err := json.Marshal(rep.Host); err == nil {
+		fmt.Fprintf(stderr, "bench share: %s\n", j)
+	}
 
 	tinyvmm := func(where, statsFile string, extraArgs ...string) (Side, error) {
 		guestArgs := []string{guestSelf, "bench", "share", "--measure", ".", "--runs", fmt.Sprint(*runs)}
@@ -211,7 +214,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		cmd := exec.Command(vmm, append(append(runArgs, "--"), guestArgs...)...)
 		cmd.Dir, cmd.Stderr = work, stderr
 		fmt.Fprintf(stderr, "bench share: tinyvmm %s\n", strings.Join(cmd.Args[1:], " "))
-		gr, err := guestSide(cmd, 0, guestTimeout)
+		gr, err := guestSide(cmd, 0, guestTimeout, stderr)
 		if err != nil {
 			return Side{}, fmt.Errorf("tinyvmm guest: %w", err)
 		}
@@ -238,7 +241,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 
 	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf+" bench share --measure . --progress --tree "+qemuTree); q != nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
-		qr, err := guestSide(q, 1, *qemuTimeout)
+		qr, err := guestSide(q, 1, *qemuTimeout, stderr)
 		if err != nil {
 			rep.QEMUWhy = err.Error()
 		} else {
@@ -370,10 +373,16 @@ func firstLine(s string) string {
 	return first
 }
 
+// heartbeat is how often guestSide says it is still waiting: the VM's
+// console is captured, and a nested runner takes a silent console for a
+// frozen L1.
+var heartbeat = time.Minute
+
 // guestSide runs a VM whose command prints measureAll's JSON line; ok is
 // the VMM's exit status when the command succeeded. A VM still running
-// after timeout is killed and is an error.
-func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration) (Runs, error) {
+// after timeout is killed and is an error. It says on log, every
+// heartbeat, that it is still waiting.
+func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration, log io.Writer) (Runs, error) {
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
@@ -385,9 +394,21 @@ func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration) (Runs, error) {
 		err = cmd.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-time.After(timeout):
+	start := time.Now()
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	bound := time.NewTimer(timeout)
+	defer bound.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			fmt.Fprintf(log, "bench share: %s still running after %v\n", filepath.Base(cmd.Path), time.Since(start).Round(time.Second))
+			continue
+		case <-bound.C:
+		}
 		cmd.Process.Kill()
 		<-done
 		return Runs{}, fmt.Errorf("no result after %v (killed); the end of its output:\n%s", timeout, tail(stdout.Bytes(), 2000))
