@@ -11,7 +11,7 @@ GUEST   := out/guest
 NETNS   := tinyvmm0
 TAP     := tap0
 # The packages whose code runs goroutines; they get `go test -race`.
-RACE_PKGS := ./devices/... ./virtio/... ./virtionet/... ./netbackend/... ./ratelimit/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtio9p/... ./virtiofs/... ./sharefs/... ./usernetd/... ./userproc/...
+RACE_PKGS := ./devices/... ./virtio/... ./virtionet/... ./netbackend/... ./ratelimit/... ./vmm/... ./bench/... ./internal/... ./examples/virtqueue ./virtiofs/... ./sharefs/... ./usernetd/... ./userproc/...
 
 .PHONY: all build guest run run-nested test test-unit test-nested vet fmt-check mod-check fuzz bench bench-device netns netns-down clean
 
@@ -95,7 +95,6 @@ fuzz:
 	$(FUZZ) ./boot/ FuzzLoad 500000x
 	$(FUZZ) ./virtionet/ FuzzDeviceRings 10000x
 	$(FUZZ) ./virtionet/ FuzzCtrlQueue 8000x
-	$(FUZZ) ./virtio9p/ FuzzRequest 60000x
 	$(FUZZ) ./virtiofs/ FuzzRequest 100000x
 
 # The seed experiments at device level (the Go driver plays the guest; no KVM needed).

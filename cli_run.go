@@ -65,6 +65,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.Var(sharesValue{&f.cfg.Shares}, "share", "share a host directory read-write over virtio-fs: `HOSTDIR[:GUESTPATH]` (repeatable; the default guest mounts it at GUESTPATH, by default the same path, and runs -- CMD there when the working directory is inside it)")
 	fs.Var(rootValue{&f.cfg.Root}, "root", "boot the default guest on `DIR` as its root: --root / runs the host's own system and toolchain, read-only over virtio-fs, writes going to a tmpfs overlay, with fresh /proc, /sys, /dev, /run and /tmp; the command runs in the current directory, and --rwdir or --share make directories writable through to the host")
 	fs.Var(sharesValue{&f.cfg.Shares}, "rwdir", "with --root: let the guest write to host directory `DIR` itself, at the same path (repeatable; the same as --share DIR)")
+	fs.Var(shareCacheValue{&f.cfg.ShareCache}, "share-cache", "what the guest keeps of the --share and --rwdir directories: `auto` (names and attributes for 1 s, file pages while a file is open: a change on the host shows at the next open) or always (names, attributes, pages and listings kept up to 60 s: for a tree the host leaves alone while the guest runs); --root's tree is always cached the second way")
 	fs.StringVar(&f.notify, "notify", pci.NotifyIoeventfd.String(), "how guest kicks reach the net device: `ioeventfd` (in KVM) or exit (a vCPU exit handled in Go)")
 	fs.Var(statsValue{&f.cfg.Stats}, "stats", "print boot timings and device counters at exit; --stats=`FILE` writes them as JSON")
 	fs.DurationVar(&f.timeout, "timeout", 0, "stop the guest if it still runs after `DURATION` (like 90s or 10m) and exit with status 124 (0: no limit)")
@@ -265,7 +266,7 @@ func boot(cfg vmm.Config, hasCmd bool, timeout time.Duration, stdout, stderr io.
 var runFlagGroups = []cliflag.Group{
 	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
 	{Title: "Network", Names: []string{"net", "notify"}},
-	{Title: "Sharing and the guest's root", Names: []string{"share", "root", "rwdir"}},
+	{Title: "Sharing and the guest's root", Names: []string{"share", "root", "rwdir", "share-cache"}},
 	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
 	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }

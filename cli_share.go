@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"tinyvmm/virtiofs"
 	"tinyvmm/vmm"
 )
 
@@ -127,4 +128,23 @@ func withWorkDir(shares []vmm.ShareConfig, root, wd string) []vmm.ShareConfig {
 		}
 	}
 	return append(shares, vmm.ShareConfig{HostDir: wd, GuestPath: guest})
+}
+
+// shareCacheValue is --share-cache auto|always.
+type shareCacheValue struct{ c *virtiofs.Cache }
+
+func (v shareCacheValue) String() string {
+	if v.c == nil {
+		return ""
+	}
+	return v.c.String()
+}
+
+func (v shareCacheValue) Set(s string) error {
+	c, err := virtiofs.ParseCache(s)
+	if err != nil {
+		return err
+	}
+	*v.c = c
+	return nil
 }

@@ -6,7 +6,6 @@ require (
 	github.com/containers/gvisor-tap-vsock v0.8.9
 	github.com/gopacket/gopacket v1.7.7
 	github.com/hanwen/go-fuse/v2 v2.12.1
-	github.com/hugelgupf/p9 v0.3.0
 	github.com/miekg/dns v1.1.72
 	github.com/sirupsen/logrus v1.9.4
 	github.com/u-root/u-root v0.16.0

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tinyvmm-lab bench share in the nested L1 (real KVM): writes out/bench/share.json
 # and the log out/bench/share-nested.log. Arguments go to bench share
-# (default --runs 5 --qemu-runs 1: the anchor's 9p walk is slow). NESTED_SMP sets L1's CPUs (default 4: the guest gets
+# (default --runs 5 --qemu-runs 1 --qemu-timeout 4m: the anchor's 9p is slow). NESTED_SMP sets L1's CPUs (default 4: the guest gets
 # 4 vCPUs for the parallel readers); NESTED_ARGS adds runner flags (say,
 # -pkg ./vmm to run tests in the same boot). Serialize with other nested
 # runs: flock /tmp/nested.lock bench/share-nested.sh
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 mkdir -p out/bench
 log=out/bench/share-nested.log
 json=out/bench/share.json
-[ $# -gt 0 ] || set -- --runs 5 --qemu-runs 1
+[ $# -gt 0 ] || set -- --runs 5 --qemu-runs 1 --qemu-timeout 4m
 status=0
 make -s build
 # shellcheck disable=SC2086

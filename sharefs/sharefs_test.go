@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,106 +34,122 @@ func newShare(t *testing.T) (*Share, string, string) {
 	return s, dir, outside
 }
 
-func root(t *testing.T, s *Share) *File {
-	f, err := s.Attach()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.(*File)
-}
-
-func walk(t *testing.T, f *File, names ...string) (*File, error) {
-	t.Helper()
-	_, c, err := f.Walk(names)
-	if err != nil {
-		return nil, err
-	}
-	return c.(*File), nil
+// readFD reads what fd holds (and closes it).
+func readFD(fd int) string {
+	defer unix.Close(fd)
+	buf := make([]byte, 64)
+	n, _ := unix.Pread(fd, buf, 0)
+	return string(buf[:max(n, 0)])
 }
 
 func TestSymlinksNeverFollowed(t *testing.T) {
 	s, dir, outside := newShare(t)
-	r := root(t, s)
-	for name, target := range map[string]string{"abs": outside, "rel": "../outside", "root": "/"} {
-		if _, err := r.Symlink(target, name, 0, 0); err != nil {
+	for name, target := range map[string]string{"abs": outside, "rel": "../outside", "root": "/", "file": filepath.Join(outside, "secret")} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "hostlink")) // made on the host side
-	for _, names := range [][]string{{"abs", "secret"}, {"rel", "secret"}, {"root", "etc"}} {
-		if _, err := walk(t, r, names...); !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
-			t.Errorf("walk %v: got %v, want ELOOP or ENOTDIR", names, err)
+	for _, rel := range []string{"abs/secret", "rel/secret", "root/etc", "../outside/secret", "/etc/passwd", filepath.Join(outside, "secret")} {
+		if fd, err := s.OpenBeneath(rel, unix.O_RDONLY); err == nil {
+			t.Errorf("open %s: read %q", rel, readFD(fd))
+		} else if !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.ENOTDIR) {
+			t.Errorf("open %s: %v, want ELOOP, EXDEV or ENOTDIR", rel, err)
 		}
 	}
-	for _, name := range []string{"abs", "hostlink", "root"} {
-		f, err := walk(t, r, name)
+	for _, name := range []string{"abs", "file", "root"} {
+		// The link itself, with O_PATH only.
+		fd, err := s.OpenBeneath(name, unix.O_PATH)
 		if err != nil {
-			t.Fatalf("walk %s (the link itself): %v", name, err)
+			t.Fatalf("O_PATH %s: %v", name, err)
 		}
-		if _, _, err := f.Open(p9.ReadOnly); err == nil {
-			buf := make([]byte, 16)
-			n, _ := f.ReadAt(buf, 0)
-			t.Errorf("open %s through the symlink succeeded, read %q", name, buf[:n])
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st); st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			t.Errorf("O_PATH %s: mode %o, not the symlink", name, st.Mode)
 		}
-		if err := f.SetAttr(p9.SetAttrMask{Size: true}, p9.SetAttr{}); err == nil {
+		unix.Close(fd)
+		if fd, err := s.OpenBeneath(name, unix.O_RDONLY); err == nil {
+			t.Errorf("open %s through the symlink: read %q", name, readFD(fd))
+		}
+		if fd, err := s.OpenBeneath(name, unix.O_WRONLY|unix.O_TRUNC); err == nil {
+			unix.Close(fd)
 			t.Errorf("truncate through symlink %s succeeded", name)
 		}
-		if err := f.SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: 0o777}); err == nil {
-			t.Errorf("chmod through symlink %s succeeded", name)
-		}
 	}
-	if got, err := mustWalk(t, r, "abs").Readlink(); err != nil || got != outside {
-		t.Errorf("readlink abs = %q, %v", got, err)
+	dfd, err := s.OpenBeneath(".", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	if fd, err := OpenAt(dfd, "file", unix.O_RDONLY, 0); err == nil {
+		t.Errorf("OpenAt through a symlink: read %q", readFD(fd))
+	}
+	// O_CREAT on a dangling or outward symlink must not create its target.
+	os.Symlink(filepath.Join(outside, "new"), filepath.Join(dir, "dangling"))
+	if fd, err := OpenAt(dfd, "dangling", unix.O_RDWR|unix.O_CREAT, 0o644); err == nil {
+		unix.Close(fd)
+		t.Error("O_CREAT through a dangling symlink succeeded")
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "new")); !os.IsNotExist(err) {
+		t.Errorf("outside/new made: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "secret" {
 		t.Errorf("outside secret changed: %q", b)
 	}
-	if fi, _ := os.Stat(filepath.Join(outside, "secret")); fi.Mode().Perm() != 0o644 {
-		t.Errorf("outside secret's mode changed: %v", fi.Mode())
-	}
 }
 
-func mustWalk(t *testing.T, f *File, names ...string) *File {
-	t.Helper()
-	c, err := walk(t, f, names...)
-	if err != nil {
-		t.Fatalf("walk %v: %v", names, err)
-	}
-	return c
-}
-
-func TestDotDotAndSlashRefused(t *testing.T) {
+func TestNamesRefused(t *testing.T) {
 	s, _, _ := newShare(t)
-	r := root(t, s)
-	for _, name := range []string{"..", ".", "", "a/b", "/etc", "x\x00y"} {
-		if _, err := walk(t, r, name); err == nil {
-			t.Errorf("walk %q succeeded", name)
+	dfd, err := s.OpenBeneath(".", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	for _, name := range []string{"..", "", "a/b", "/etc", "x\x00y"} {
+		if CheckName(name) == nil {
+			t.Errorf("CheckName(%q) passed", name)
 		}
-		if _, _, _, err := r.Create(name, p9.ReadWrite, 0o644, 0, 0); err == nil {
-			t.Errorf("create %q succeeded", name)
-		}
-		if _, err := r.Mkdir(name, 0o755, 0, 0); err == nil {
-			t.Errorf("mkdir %q succeeded", name)
-		}
-		if err := r.UnlinkAt(name, 0); err == nil {
-			t.Errorf("unlink %q succeeded", name)
-		}
-		if err := r.RenameAt(name, r, "x"); err == nil {
-			t.Errorf("rename %q succeeded", name)
+		if fd, err := OpenAt(dfd, name, unix.O_PATH, 0); err == nil {
+			unix.Close(fd)
+			t.Errorf("OpenAt %q succeeded", name)
 		}
 	}
-	// A relative path with .. inside a single walk name is refused too;
-	// the server splits names, and sharefs never joins more than one.
-	if _, err := walk(t, r, "sub", ".."); err == nil {
-		t.Error("walk sub/.. succeeded")
+	if CheckName(".") == nil || CheckName("ok") != nil {
+		t.Error("CheckName of . or ok")
+	}
+	// "." in OpenAt is the directory itself: how a directory fd is
+	// reopened for reading.
+	fd, err := OpenAt(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+}
+
+// TestReopenIsTheSameInode: Reopen opens the inode the O_PATH fd names,
+// even after its name was taken by a symlink to the outside.
+func TestReopenIsTheSameInode(t *testing.T) {
+	s, dir, outside := newShare(t)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("inside"), 0o644)
+	pfd, err := s.OpenBeneath("f", unix.O_PATH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	os.Rename(filepath.Join(dir, "f"), filepath.Join(dir, "g"))
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "f"))
+	fd, err := Reopen(pfd, unix.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readFD(fd); got != "inside" {
+		t.Fatalf("reopened %q", got)
 	}
 }
 
 // TestSymlinkRace swaps a directory for a symlink to the outside while
-// walks and opens go on; none may ever see the outside secret.
+// opens go on; none may ever see the outside secret.
 func TestSymlinkRace(t *testing.T) {
 	s, dir, outside := newShare(t)
-	r := root(t, s)
 	d := filepath.Join(dir, "d")
 	os.Mkdir(d, 0o755)
 	os.WriteFile(filepath.Join(d, "secret"), []byte("inside"), 0o644)
@@ -155,92 +170,27 @@ func TestSymlinkRace(t *testing.T) {
 	deadline := time.Now().Add(500 * time.Millisecond)
 	tries := 0
 	for ; time.Now().Before(deadline); tries++ {
-		f, err := walk(t, r, "d", "secret")
+		fd, err := s.OpenBeneath("d/secret", unix.O_RDONLY)
 		if err != nil {
 			continue
 		}
-		if _, _, err := f.Open(p9.ReadOnly); err != nil {
-			continue
-		}
-		buf := make([]byte, 16)
-		n, _ := f.ReadAt(buf, 0)
-		f.Close()
-		if string(buf[:n]) == "secret" {
+		if got := readFD(fd); got == "secret" {
 			t.Fatalf("read the outside secret through a raced symlink after %d tries", tries)
 		}
 	}
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("%d walks+opens raced a symlink swap", tries)
+	t.Logf("%d opens raced a symlink swap", tries)
 }
 
-func TestReadWriteDirOps(t *testing.T) {
-	s, dir, _ := newShare(t)
-	r := root(t, s)
-	if _, err := r.Mkdir("sub", 0o755, 0, 0); err != nil {
-		t.Fatal(err)
+func TestClosedShare(t *testing.T) {
+	s, _, _ := newShare(t)
+	var st unix.Statfs_t
+	if err := s.Statfs(&st); err != nil || st.Blocks == 0 {
+		t.Fatalf("statfs: %+v, %v", st, err)
 	}
-	sub := mustWalk(t, r, "sub")
-	f, _, _, err := sub.Create("file", p9.ReadWrite, 0o640, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := f.WriteAt([]byte("hello world"), 0); n != 11 || err != nil {
-		t.Fatalf("write: %d, %v", n, err)
-	}
-	f.Close()
-	if b, _ := os.ReadFile(filepath.Join(dir, "sub", "file")); string(b) != "hello world" {
-		t.Fatalf("host sees %q", b)
-	}
-	g := mustWalk(t, r, "sub", "file")
-	if err := g.SetAttr(p9.SetAttrMask{Size: true, Permissions: true}, p9.SetAttr{Size: 5, Permissions: 0o600}); err != nil {
-		t.Fatal(err)
-	}
-	_, _, attr, err := g.GetAttr(p9.AttrMaskAll)
-	if err != nil || attr.Size != 5 || attr.Mode.Permissions() != 0o600 || !attr.Mode.IsRegular() {
-		t.Fatalf("getattr: %+v, %v", attr, err)
-	}
-	if err := sub.RenameAt("file", r, "moved"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Link(mustWalk(t, r, "moved"), "hard"); err != nil {
-		t.Fatal(err)
-	}
-	d := mustWalk(t, r)
-	if _, _, err := d.Open(p9.ReadOnly); err != nil {
-		t.Fatal(err)
-	}
-	// A small byte budget makes Readdir stop and resume by offset.
-	seen := map[string]bool{}
-	var off uint64
-	for i := 0; i < 20; i++ {
-		ents, err := d.Readdir(off, 40)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ents) == 0 {
-			break
-		}
-		for _, e := range ents {
-			seen[e.Name] = true
-			off = e.Offset
-		}
-	}
-	for _, want := range []string{".", "..", "sub", "moved", "hard"} {
-		if !seen[want] {
-			t.Errorf("readdir missed %q (saw %v)", want, seen)
-		}
-	}
-	if err := r.UnlinkAt("hard", 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.UnlinkAt("sub", unix.AT_REMOVEDIR); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "sub")); !os.IsNotExist(err) {
-		t.Errorf("sub still there: %v", err)
-	}
-	if st, err := r.StatFS(); err != nil || st.Blocks == 0 {
-		t.Errorf("statfs: %+v, %v", st, err)
+	s.Close()
+	if _, err := s.OpenBeneath(".", unix.O_PATH); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("open after Close: %v, want EBADF", err)
 	}
 }

@@ -4,7 +4,7 @@
 // the contract between a device model and its transport.
 //
 // The transport lives beneath it (virtio/pci); the devices (virtionet/,
-// virtio9p/) import only this package. Nothing here imports kvm/: what a
+// virtiofs/) import only this package. Nothing here imports kvm/: what a
 // device needs from KVM (interrupts, kick eventfds) reaches it through the
 // Activation, so every device is testable without /dev/kvm
 // (virtio/virtiotest is a driver in Go that plays the guest).
@@ -33,7 +33,7 @@ type Interrupt interface {
 	Trigger() error
 }
 
-// Device is a virtio device model (net, 9p, ...) behind a transport.
+// Device is a virtio device model (net, fs, ...) behind a transport.
 type Device interface {
 	// Type is the virtio device ID (1 for net).
 	Type() uint16

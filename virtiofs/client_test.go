@@ -35,6 +35,7 @@ const (
 	opReaddir     = 28
 	opCreate      = 35
 	opReaddirplus = 44
+	opFsyncdir    = 30
 	opRename2     = 45
 
 	bufSize = 64 << 10

@@ -21,6 +21,7 @@ package virtiofs
 import (
 	"encoding/binary"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,10 +69,57 @@ type Config struct {
 	// Linux 6.1 uses the first only; requests on it are served
 	// concurrently all the same.
 	RequestQueues int
+	// Cache is what the guest may keep of what it read (CacheAuto if
+	// zero).
+	Cache Cache
 	// Timeout is how long the guest may trust a name or an attribute
-	// without asking again (1 s if 0).
+	// without asking again (if 0: 1 s with CacheAuto, 60 s with
+	// CacheAlways).
 	Timeout time.Duration
 	Logf    func(format string, args ...any)
+}
+
+// Cache is how much of the share the guest keeps in its own caches, the
+// policies of virtiofsd's --cache option of the same names. Whatever the
+// policy, the guest sees its own changes at once, and a write(2) reaches
+// the host before it returns (the device never asks for FUSE's writeback
+// cache; only pages written through a shared mmap wait for the guest's
+// writeback, as on any file system).
+type Cache int
+
+const (
+	// CacheAuto trusts a name or an attribute for Timeout (1 s), and
+	// keeps a file's pages only while it is open: each open reads the
+	// file again from the host, so a change on the host is seen at the
+	// next open (close-to-open), and within Timeout by a file kept
+	// open (the guest drops its pages when the size or mtime it gets
+	// moved). Directory listings are read from the host at each open.
+	CacheAuto Cache = iota
+	// CacheAlways trusts names and attributes for Timeout (60 s) and
+	// keeps file pages and directory listings across opens, until an
+	// attribute fetched after Timeout shows a new size or mtime: for a
+	// tree the host does not change while the guest runs (the host's
+	// root under --root). A change on the host can go unseen for
+	// Timeout.
+	CacheAlways
+)
+
+func (c Cache) String() string {
+	if c == CacheAlways {
+		return "always"
+	}
+	return "auto"
+}
+
+// ParseCache is the inverse of Cache.String.
+func ParseCache(s string) (Cache, error) {
+	switch s {
+	case "auto":
+		return CacheAuto, nil
+	case "always":
+		return CacheAlways, nil
+	}
+	return 0, fmt.Errorf("cache policy %q: give auto or always", s)
 }
 
 // Device is one virtio-fs device.
@@ -88,6 +136,27 @@ type counters struct {
 	requests, errors, oversized, panics atomic.Uint64
 	bytesIn, bytesOut                   atomic.Uint64
 	inflight, maxInflight               atomic.Int64
+	// ops counts the requests of each opcode (the last slot: any
+	// opcode past the table).
+	ops [len(opNames) + 1]atomic.Uint64
+}
+
+// opNames are the FUSE opcodes Linux sends, by number (include/uapi/linux/fuse.h).
+var opNames = [...]string{1: "LOOKUP", 2: "FORGET", 3: "GETATTR", 4: "SETATTR", 5: "READLINK", 6: "SYMLINK",
+	8: "MKNOD", 9: "MKDIR", 10: "UNLINK", 11: "RMDIR", 12: "RENAME", 13: "LINK", 14: "OPEN", 15: "READ",
+	16: "WRITE", 17: "STATFS", 18: "RELEASE", 20: "FSYNC", 21: "SETXATTR", 22: "GETXATTR", 23: "LISTXATTR",
+	24: "REMOVEXATTR", 25: "FLUSH", 26: "INIT", 27: "OPENDIR", 28: "READDIR", 29: "RELEASEDIR",
+	30: "FSYNCDIR", 31: "GETLK", 32: "SETLK", 33: "SETLKW", 34: "ACCESS", 35: "CREATE", 36: "INTERRUPT",
+	37: "BMAP", 38: "DESTROY", 39: "IOCTL", 40: "POLL", 41: "NOTIFY_REPLY", 42: "BATCH_FORGET",
+	43: "FALLOCATE", 44: "READDIRPLUS", 45: "RENAME2", 46: "LSEEK", 47: "COPY_FILE_RANGE",
+	48: "SETUPMAPPING", 49: "REMOVEMAPPING", 50: "SYNCFS", 51: "TMPFILE", 52: "STATX"}
+
+// countOp counts one request of opcode op.
+func (c *counters) countOp(op uint32) {
+	if op >= uint32(len(opNames)) || opNames[op] == "" {
+		op = uint32(len(opNames))
+	}
+	c.ops[op].Add(1)
 }
 
 // New makes a device for cfg.
@@ -104,8 +173,14 @@ func New(cfg Config) (*Device, error) {
 	if cfg.RequestQueues > 64 {
 		return nil, fmt.Errorf("virtio-fs %s: at most 64 request queues", cfg.Tag)
 	}
+	if cfg.Cache != CacheAuto && cfg.Cache != CacheAlways {
+		return nil, fmt.Errorf("virtio-fs %s: no cache policy %d", cfg.Tag, cfg.Cache)
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Second
+		if cfg.Cache == CacheAlways {
+			cfg.Timeout = time.Minute
+		}
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -193,10 +268,41 @@ type Stats struct {
 	BytesIn     uint64 // request bytes the guest offered
 	BytesOut    uint64 // reply bytes written to the guest
 	MaxInflight int64  // the most requests served at once
+	// Ops counts the requests by FUSE opcode ("OTHER": unknown ones).
+	Ops map[string]uint64 `json:",omitempty"`
 }
 
 // Stats returns the counters.
 func (d *Device) Stats() Stats {
-	return Stats{Tag: d.cfg.Tag, Requests: d.stats.requests.Load(), Errors: d.stats.errors.Load(),
+	s := Stats{Tag: d.cfg.Tag, Requests: d.stats.requests.Load(), Errors: d.stats.errors.Load(),
 		BytesIn: d.stats.bytesIn.Load(), BytesOut: d.stats.bytesOut.Load(), MaxInflight: d.stats.maxInflight.Load()}
+	for op := range d.stats.ops {
+		if n := d.stats.ops[op].Load(); n > 0 {
+			if s.Ops == nil {
+				s.Ops = map[string]uint64{}
+			}
+			name := "OTHER"
+			if op < len(opNames) {
+				name = opNames[op]
+			}
+			s.Ops[name] = n
+		}
+	}
+	return s
+}
+
+// String is the counters on one line, the opcodes by name.
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "virtio-fs %s: %d requests, %d errors, %d bytes in, %d out, at most %d at once;",
+		s.Tag, s.Requests, s.Errors, s.BytesIn, s.BytesOut, s.MaxInflight)
+	names := make([]string, 0, len(s.Ops))
+	for n := range s.Ops {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s=%d", n, s.Ops[n])
+	}
+	return b.String()
 }

@@ -123,20 +123,20 @@ func (fs *fileSystem) openOutFlags(mode uint32) uint32 {
 	if mode&unix.S_IFMT == unix.S_IFIFO {
 		return fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE
 	}
-	if fs.readOnly {
-		// Nothing the guest does changes the file: keep its pages
-		// across opens (the kernel still drops them when the host's
-		// mtime moves).
+	if fs.cache == CacheAlways {
+		// The pages stay across opens; the guest drops them when an
+		// attribute it fetches shows a new size or mtime
+		// (FUSE_AUTO_INVAL_DATA, which go-fuse asks for).
 		return fuse.FOPEN_KEEP_CACHE
 	}
-	// A read-write share is the host's directory, changed on both
-	// sides: read(2) and write(2) go straight to the host file with no
-	// guest page cache in between (virtiofsd's cache=none, what 9p's
-	// cache=mmap was), so each side sees the other's writes at once,
-	// and file data is copied once, from the host's page cache into the
-	// guest process's buffer. mmap, and so exec, still go through the
-	// guest's page cache.
-	return fuse.FOPEN_DIRECT_IO
+	// CacheAuto: the guest's page cache, dropped at each open, so an
+	// open sees the host's file as it is then. Reads go through the
+	// guest's readahead, large and several at once, where direct I/O
+	// made each read(2) one request waited for; writes still go through
+	// to the host at once (FUSE writes through unless the device asks
+	// for the writeback cache, which it does not), and a shared
+	// writable mmap works, which direct I/O refuses.
+	return 0
 }
 
 // Create implements fuse.RawFileSystem: a new regular file, opened.
@@ -369,34 +369,81 @@ func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 // FsyncDir implements fuse.RawFileSystem.
 func (fs *fileSystem) FsyncDir(c <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	return fs.Fsync(c, in)
-}
-
-// OpenDir implements fuse.RawFileSystem.
-func (fs *fileSystem) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	pfd, st, _, s := fs.openID(in.NodeId, unix.O_PATH|unix.O_DIRECTORY)
+	h, done, s := fs.dirHandle(in.Fh, in.NodeId)
 	if !s.Ok() {
 		return s
 	}
-	defer unix.Close(pfd)
-	fd, err := sharefs.OpenAt(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return errno(err)
+	defer done()
+	if fs.readOnly {
+		return fuse.OK
 	}
-	var dst unix.Stat_t
-	if err := unix.Fstat(fd, &dst); err != nil || keyOf(&dst) != keyOf(&st) {
-		unix.Close(fd)
-		return fuse.Status(unix.ESTALE)
+	return errno(h.control(unix.Fsync))
+}
+
+// OpenDir implements fuse.RawFileSystem. Under CacheAlways it answers
+// ENOSYS, which tells Linux to open directories on its own from then on
+// (FUSE_NO_OPENDIR_SUPPORT): no OPENDIR and RELEASEDIR round trip for
+// each directory a walk enters, and the listing kept across opens
+// (Linux then opens with FOPEN_KEEP_CACHE|FOPEN_CACHE_DIR), until the
+// directory's mtime moves. READDIR then comes with no handle.
+func (fs *fileSystem) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if fs.cache == CacheAlways {
+		return fuse.ENOSYS
+	}
+	fd, st, s := fs.openDir(in.NodeId)
+	if !s.Ok() {
+		return s
 	}
 	fh, s := fs.addHandle(fd, &st)
 	if !s.Ok() {
 		return s
 	}
 	out.Fh = fh
-	if fs.readOnly {
-		out.OpenFlags = fuse.FOPEN_CACHE_DIR
-	}
 	return fuse.OK
+}
+
+// openDir opens the directory the guest calls id for reading.
+func (fs *fileSystem) openDir(id uint64) (int, unix.Stat_t, fuse.Status) {
+	pfd, st, _, s := fs.openID(id, unix.O_PATH|unix.O_DIRECTORY)
+	if !s.Ok() {
+		return -1, st, s
+	}
+	defer unix.Close(pfd)
+	fd, err := sharefs.OpenAt(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return -1, st, errno(err)
+	}
+	var dst unix.Stat_t
+	if err := unix.Fstat(fd, &dst); err != nil || keyOf(&dst) != keyOf(&st) {
+		unix.Close(fd)
+		return -1, st, fuse.Status(unix.ESTALE)
+	}
+	return fd, st, fuse.OK
+}
+
+// dirHandle is the open directory of a READDIR or FSYNCDIR: the handle
+// fh, or with no handle (after OpenDir's ENOSYS) the directory id opened
+// for this request alone, which done closes.
+func (fs *fileSystem) dirHandle(fh, id uint64) (h *handle, done func(), s fuse.Status) {
+	if fh != 0 || fs.cache != CacheAlways {
+		h = fs.handle(fh)
+		if h == nil || !h.dir {
+			return nil, nil, fuse.EBADF
+		}
+		return h, func() {}, fuse.OK
+	}
+	fd, st, s := fs.openDir(id)
+	if !s.Ok() {
+		return nil, nil, s
+	}
+	h = &handle{f: os.NewFile(uintptr(fd), ""), key: keyOf(&st), dir: true}
+	rc, err := h.f.SyscallConn()
+	if err != nil {
+		h.f.Close()
+		return nil, nil, errno(err)
+	}
+	h.rc = rc
+	return h, func() { h.f.Close() }, fuse.OK
 }
 
 // ReadDir implements fuse.RawFileSystem.
@@ -412,10 +459,11 @@ func (fs *fileSystem) ReadDirPlus(_ <-chan struct{}, in *fuse.ReadIn, out *fuse.
 // readDir lists the directory from the host's cookie in.Offset (the d_off
 // of the last entry the guest got), as many entries as fit.
 func (fs *fileSystem) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
-	h := fs.handle(in.Fh)
-	if h == nil || !h.dir {
-		return fuse.EBADF
+	h, done, s := fs.dirHandle(in.Fh, in.NodeId)
+	if !s.Ok() {
+		return s
 	}
+	defer done()
 	if fs.isHidden(h.key) {
 		return fuse.OK // empty
 	}

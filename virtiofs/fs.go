@@ -39,6 +39,7 @@ type fileSystem struct {
 
 	share    *sharefs.Share
 	readOnly bool
+	cache    Cache
 	timeout  time.Duration // entry and attribute validity given to the guest
 	rootKey  key
 
@@ -75,10 +76,10 @@ type handle struct {
 	buf  []byte     // directories: getdents buffer
 }
 
-func newFileSystem(share *sharefs.Share, readOnly bool, timeout time.Duration) (*fileSystem, error) {
+func newFileSystem(share *sharefs.Share, readOnly bool, cache Cache, timeout time.Duration) (*fileSystem, error) {
 	fs := &fileSystem{
 		RawFileSystem: fuse.NewDefaultRawFileSystem(),
-		share:         share, readOnly: readOnly, timeout: timeout,
+		share:         share, readOnly: readOnly, cache: cache, timeout: timeout,
 		nodes: map[uint64]*node{}, byKey: map[key]*node{}, nextID: 2,
 		handles: map[uint64]*handle{}, nextFh: 1, hidden: map[key]bool{},
 	}

@@ -103,6 +103,8 @@ func FuzzRequest(f *testing.F) {
 		g.request(opUnlink, rootID, "new"),
 		g.request(opReaddirplus, rootID, readIn(2, 0, 4096)...),
 		g.request(opReaddir, rootID, readIn(2, 0, 100)...),
+		g.request(opReaddirplus, 3, readIn(0, 0, 4096)...), // no handle (CacheAlways)
+		g.request(opFsyncdir, 3, uint64(0), uint32(0), uint32(0)),
 		g.request(opReadlink, 4),
 		g.request(opStatfs, rootID),
 		g.request(opInit, 0, uint32(7), uint32(5)),
@@ -133,9 +135,13 @@ func FuzzRequest(f *testing.F) {
 		}
 		// A read that waits on the FIFO for a writer the inputs made is
 		// legitimate; closing the open files ends it.
+		// split's top bit picks the cache policy the input meets: under
+		// CacheAlways, OPENDIR is refused and READDIR has no handle.
+		s.fs.cache = Cache(split >> 7)
 		stuck := time.AfterFunc(5*time.Second, s.fs.closeAll)
 		n := s.handle(bufs)
 		stuck.Stop()
+		s.fs.cache = CacheAuto
 		if n < 0 || n > int(room) {
 			t.Fatalf("reply of %d bytes in %d of room", n, room)
 		}

@@ -57,7 +57,7 @@ type queueWorker struct {
 }
 
 func newSession(d *Device, a virtio.Activation) (*session, error) {
-	fs, err := newFileSystem(d.cfg.Share, d.cfg.ReadOnly, d.cfg.Timeout)
+	fs, err := newFileSystem(d.cfg.Share, d.cfg.ReadOnly, d.cfg.Cache, d.cfg.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("virtio-fs %s: %w", d.cfg.Tag, err)
 	}
@@ -248,6 +248,7 @@ func (s *session) handle(bufs []virtio.Desc) (written int) {
 	}
 	opcode := binary.LittleEndian.Uint32(hdr[4:])
 	unique := binary.LittleEndian.Uint64(hdr[8:])
+	s.d.stats.countOp(opcode)
 	noReply := opcode == opForget || opcode == opBatchForget || opcode == opInterrupt
 	if inLen > MaxRequest {
 		s.d.stats.errors.Add(1)

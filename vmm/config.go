@@ -10,6 +10,7 @@ import (
 
 	"tinyvmm/userproc"
 	"tinyvmm/virtio/pci"
+	"tinyvmm/virtiofs"
 	"tinyvmm/virtionet"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// Shares are host directories served to the guest over virtio-fs;
 	// the default guest's init mounts each at its GuestPath.
 	Shares []ShareConfig
+	// ShareCache is the cache policy of the Shares (virtiofs.CacheAuto
+	// if zero); the Root tree is always virtiofs.CacheAlways.
+	ShareCache virtiofs.Cache
 	// Root, when set, is a host directory ("/" for the host's own root)
 	// the default guest's init makes its root: read-only over virtio-fs,
 	// under a tmpfs overlay that takes the writes, with fresh /proc,

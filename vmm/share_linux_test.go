@@ -126,6 +126,59 @@ func TestLinuxGuestShare(t *testing.T) {
 	}
 }
 
+// TestLinuxGuestShareCache: what each --share-cache policy promises. Under
+// auto (the default), a file the host rewrites while the guest runs is
+// read anew at the guest's next open, even at the same size (no pages kept
+// across opens); under both, what the guest writes is on the host when the
+// write returns, and the guest reads its own write back.
+func TestLinuxGuestShareCache(t *testing.T) {
+	bin := tinyvmmCLI(t)
+	for _, policy := range []string{"auto", "always"} {
+		t.Run(policy, func(t *testing.T) {
+			dir := userDir(t)
+			f := filepath.Join(dir, "f.txt")
+			if err := os.WriteFile(f, []byte("old-content\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The guest reads f, says so with a file, waits for the
+			// host's go (up to 5 minutes), reads f again, writes w.
+			script := "cat f.txt && touch ready && i=0 && while [ ! -e go ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done && " +
+				"cat f.txt && echo guest-wrote > w.txt && cat w.txt"
+			wait := startCLI(t, nil, bin, dir, "run", "--share", dir, "--share-cache="+policy, "--timeout", "10m", "--", "sh", "-c", script)
+			deadline := time.Now().Add(5 * time.Minute)
+			for {
+				if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					break // the guest's failure shows below
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			// In place, same size: only a reread sees it.
+			if err := os.WriteFile(f, []byte("new-content\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			status, out, _, err := wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != 0 || !strings.Contains(out, "old-content") || !strings.Contains(out, "guest-wrote") {
+				t.Fatalf("status %d; console:\n%s", status, out)
+			}
+			if policy == "auto" && !strings.Contains(out, "new-content") {
+				t.Errorf("the guest did not see the host's change at its next open:\n%s", out)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "w.txt")); err != nil || string(b) != "guest-wrote\n" {
+				t.Errorf("the guest's write on the host: %q, %v", b, err)
+			}
+		})
+	}
+}
+
 // TestLinuxGuestRunsGoTestFromShare is the CI use case: a compiled Go test
 // binary (this very one) runs from the share, in the working directory.
 func TestLinuxGuestRunsGoTestFromShare(t *testing.T) {

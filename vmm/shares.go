@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"tinyvmm/sharefs"
 	"tinyvmm/virtio/pci"
@@ -115,13 +114,14 @@ func (m *machine) openShares() error {
 			return err
 		}
 		m.onTeardown(func() { fs.Close() })
-		cfg := virtiofs.Config{Tag: tag, Share: fs, ReadOnly: sc.ReadOnly,
+		cfg := virtiofs.Config{Tag: tag, Share: fs, ReadOnly: sc.ReadOnly, Cache: m.cfg.ShareCache,
 			Logf: func(format string, args ...any) { m.logf(format, args...) }}
 		if sc.ReadOnly {
-			// Nothing in the guest changes it: names and attributes
-			// may be trusted longer (the host's own changes show
-			// within this).
-			cfg.Timeout = 10 * time.Second
+			// The host's own tree, which nothing in the guest
+			// changes and the host seldom does while it runs: names,
+			// attributes, pages and listings kept (the host's own
+			// changes show within the policy's timeout).
+			cfg.Cache = virtiofs.CacheAlways
 		}
 		dev, err := virtiofs.New(cfg)
 		if err != nil {

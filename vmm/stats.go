@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"tinyvmm/virtiofs"
 )
 
 // RunStats is what --stats reports about one run.
@@ -20,6 +22,7 @@ type RunStats struct {
 	PVM    bool              `json:"pvm"`
 	Exits  map[string]uint64 `json:"vcpu_exits"`
 	Nets   []any             `json:"nets,omitempty"`
+	Shares []virtiofs.Stats  `json:"shares,omitempty"`
 	Boot   *BootStats        `json:"boot,omitempty"`
 }
 

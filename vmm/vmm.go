@@ -386,6 +386,11 @@ func (m *machine) report(stoppedAt time.Time) error {
 		s.Nets = append(s.Nets, st)
 		texts = append(texts, fmt.Sprint(st))
 	}
+	for _, sh := range m.shares {
+		st := sh.dev.Stats()
+		s.Shares = append(s.Shares, st)
+		texts = append(texts, st.String())
+	}
 	return s.report(m.cfg.Stats, m.log, texts)
 }
 

@@ -22,7 +22,7 @@ var qemuGuest = [2]string{"out/guest/bzImage", "out/guest/initramfs.cpio"}
 // virtio-9p share (QEMU's own server, -virtfs), the guest mounting it the
 // way tinyvmm's 9p share was mounted before virtio-fs (msize 512000,
 // cache=mmap) and measuring there. nil and why when it cannot run.
-func qemuCommand(mode, work string, cpus int, mem string, runs int, guestSelf string) (*exec.Cmd, string) {
+func qemuCommand(mode, work string, cpus int, mem string, runs int, measure string) (*exec.Cmd, string) {
 	if mode == "off" {
 		return nil, "--qemu off"
 	}
@@ -46,7 +46,7 @@ func qemuCommand(mode, work string, cpus int, mem string, runs int, guestSelf st
 		return nil, fmt.Sprintf("no %s with /dev/kvm and the default guest: %v", qemuBinary, err)
 	}
 	script := "mkdir -p /mnt && mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap q9p /mnt && cd /mnt && " +
-		fmt.Sprintf("%s bench share --measure . --runs %d", guestSelf, runs)
+		fmt.Sprintf("%s --runs %d", measure, runs)
 	cmdline := "console=ttyS0 reboot=k panic=-1 quiet " + vmm.CommandArg([]string{"sh", "-c", script})
 	cmd := exec.Command(bin, "-accel", "kvm", "-cpu", "host", "-smp", fmt.Sprint(cpus), "-m", mem,
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-no-reboot",

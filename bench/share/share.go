@@ -17,6 +17,7 @@
 package share
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,6 +34,7 @@ import (
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
+	"tinyvmm/sharefs"
 )
 
 const (
@@ -63,27 +65,37 @@ type Side struct {
 	Par4MiBs float64 `json:"parallel4_mib_s"`
 	Speedup  float64 `json:"parallel_speedup"`
 	Runs     Runs    `json:"runs"`
+	FUSE     *FUSE   `json:"fuse,omitempty"`
 }
 
 // Report is out/bench/share.json.
 type Report struct {
+	// The default --share (virtio-fs, --share-cache=auto) against the host.
 	ReadRatio       float64 `json:"read_ratio"`
 	WalkRatio       float64 `json:"walk_ratio"`
 	ParallelSpeedup float64 `json:"parallel_speedup"`
+	// The same share with --share-cache=always, when it ran.
+	AlwaysReadRatio       float64 `json:"cache_always_read_ratio,omitempty"`
+	AlwaysWalkRatio       float64 `json:"cache_always_walk_ratio,omitempty"`
+	AlwaysParallelSpeedup float64 `json:"cache_always_parallel_speedup,omitempty"`
 	// The QEMU virtio-9p anchor's, when it ran.
 	QEMU9pReadRatio       float64 `json:"qemu_9p_read_ratio,omitempty"`
 	QEMU9pWalkRatio       float64 `json:"qemu_9p_walk_ratio,omitempty"`
 	QEMU9pParallelSpeedup float64 `json:"qemu_9p_parallel_speedup,omitempty"`
 
-	QEMURuns int    `json:"qemu_runs,omitempty"`
-	SizeMiB  int    `json:"size_mib"`
-	Files    int    `json:"files"`
-	Runs     int    `json:"runs"`
-	CPUs     int    `json:"guest_cpus"`
-	Host     Side   `json:"host"`
-	Guest    Side   `json:"guest"`
-	QEMU9p   *Side  `json:"qemu_9p,omitempty"`
-	QEMUWhy  string `json:"qemu_9p_skipped,omitempty"`
+	QEMURuns int `json:"qemu_runs,omitempty"`
+	// The QEMU anchor walks a smaller tree (--qemu-files), which the
+	// host walks too: its walk_ratio is against this.
+	HostQEMUTreeWalkSecs float64 `json:"host_qemu_tree_walk_s,omitempty"`
+	SizeMiB              int     `json:"size_mib"`
+	Files                int     `json:"files"`
+	Runs                 int     `json:"runs"`
+	CPUs                 int     `json:"guest_cpus"`
+	Host                 Side    `json:"host"`
+	Guest                Side    `json:"guest"`
+	Always               *Side   `json:"cache_always,omitempty"`
+	QEMU9p               *Side   `json:"qemu_9p,omitempty"`
+	QEMUWhy              string  `json:"qemu_9p_missing,omitempty"`
 }
 
 // MainShare runs the benchmark.
@@ -97,17 +109,29 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	measure := fs.String("measure", "", "measure in `DIR` (made by this command) and print one JSON line: what runs inside the guest")
 	dir := fs.String("dir", "", "scratch `DIR` for the files (default: a new directory in $TMPDIR)")
 	out := fs.String("o", "out/bench/share.json", "write the report to `FILE`")
+	always := fs.Bool("always", true, "also measure the share with --share-cache=always")
 	qemu := fs.String("qemu", "auto", "QEMU virtio-9p anchor: auto (when qemu-system-x86_64 and /dev/kvm are there), on or off")
 	qemuRuns := fs.Int("qemu-runs", 3, "timed runs of each operation on the QEMU anchor (its 9p walk is slow)")
+	qemuTimeout := fs.Duration("qemu-timeout", 4*time.Minute, "bound on the QEMU anchor's VM; past it the anchor is reported missing")
+	qemuFiles := fs.Int("qemu-files", 2000, "files in the tree the QEMU anchor walks (a 9p walk costs round trips per file; its walk_ratio is per entry)")
+	tree := fs.String("tree", "tree", "with --measure: the `DIR` walked, below the measured directory")
+	progress := fs.Bool("progress", false, "with --measure: say on stderr what starts (the QEMU anchor's console, shown if it is killed)")
 	extra := fs.String("run-args", "", "extra `ARGS` for tinyvmm run, space-separated")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench share", "Usage: tinyvmm-lab bench share [flags]   a --share (virtio-fs) in the guest against the same operations on the host", args, stdout); help || err != nil {
 		return err
 	}
-	if *size < 1 || *runs < 1 || *files < 1 || *cpus < 1 {
-		return cliflag.Usagef("--size, --files, --runs and --cpus must be at least 1")
+	if *size < 1 || *runs < 1 || *files < 1 || *cpus < 1 || *qemuFiles < 1 {
+		return cliflag.Usagef("--size, --files, --qemu-files, --runs and --cpus must be at least 1")
+	}
+	if err := sharefs.CheckName(*tree); err != nil {
+		return cliflag.Usagef("--tree %q: give a name in the measured directory", *tree)
 	}
 	if *measure != "" {
-		r, err := measureAll(*measure, *runs)
+		p := io.Discard
+		if *progress {
+			p = stderr
+		}
+		r, err := measureAll(*measure, *tree, *runs, p)
 		if err != nil {
 			return err
 		}
@@ -122,8 +146,17 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(work)
 	}
+	// The VMM's --stats files go beside the share, not in it.
+	statsDir, err := os.MkdirTemp("", "tinyvmm-bench-share-stats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(statsDir)
 	fmt.Fprintf(stderr, "bench share: making %d MiB, %dx%d MiB and a %d-file tree in %s\n", *size, parReaders, parFileSize>>20, *files, work)
 	if err := makeFiles(work, int64(*size)<<20, *files); err != nil {
+		return err
+	}
+	if err := makeTree(filepath.Join(work, qemuTree), *qemuFiles); err != nil {
 		return err
 	}
 	// tinyvmm boots the guest; a copy of this command, in the share, is
@@ -141,30 +174,74 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep := Report{SizeMiB: *size, Files: *files, Runs: *runs, CPUs: *cpus}
+	write := func() error {
+		rep.finish()
+		if *out == "" {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return err
+		}
+		j, _ := json.MarshalIndent(rep, "", "  ")
+		return os.WriteFile(*out, append(j, '\n'), 0o644)
+	}
 
-	hostRuns, err := measureAll(work, *runs)
+	hostRuns, err := measureAll(work, "tree", *runs, io.Discard)
 	if err != nil {
 		return err
 	}
 	rep.Host = side("host", hostRuns)
-
-	guestArgs := []string{guestSelf, "bench", "share", "--measure", ".", "--runs", fmt.Sprint(*runs)}
-	runArgs := append([]string{"run", "--cpus", fmt.Sprint(*cpus), "--mem", *mem, "--share", work}, strings.Fields(*extra)...)
-	cmd := exec.Command(vmm, append(append(runArgs, "--"), guestArgs...)...)
-	cmd.Dir, cmd.Stderr = work, stderr
-	fmt.Fprintf(stderr, "bench share: tinyvmm %s\n", strings.Join(cmd.Args[1:], " "))
-	gr, err := guestSide(cmd, 0)
-	if err != nil {
-		return fmt.Errorf("tinyvmm guest: %w", err)
+	// The anchor's tree, walked on the host too, for its ratio.
+	var hostSmall Runs
+	for i := 0; i < *runs; i++ {
+		start := time.Now()
+		n, err := walk(filepath.Join(work, qemuTree))
+		if err != nil {
+			return err
+		}
+		hostSmall.WalkSecs = append(hostSmall.WalkSecs, time.Since(start).Seconds())
+		hostSmall.Entries = n
 	}
-	rep.Guest = side("guest (tinyvmm virtio-fs)", gr)
-	// Now, in case the anchor never ends.
-	j, _ := json.Marshal(rep.Guest)
-	fmt.Fprintf(stderr, "bench share: host %s\nbench share: guest %s\n", mustJSON(rep.Host), j)
+	rep.HostQEMUTreeWalkSecs = median(hostSmall.WalkSecs)
+	if j, err := json.Marshal(rep.Host); err == nil {
+		fmt.Fprintf(stderr, "bench share: %s\n", j)
+	}
 
-	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf); q != nil {
+	tinyvmm := func(where, statsFile string, extraArgs ...string) (Side, error) {
+		guestArgs := []string{guestSelf, "bench", "share", "--measure", ".", "--runs", fmt.Sprint(*runs)}
+		runArgs := append([]string{"run", "--cpus", fmt.Sprint(*cpus), "--mem", *mem, "--share", work, "--stats=" + statsFile}, extraArgs...)
+		runArgs = append(runArgs, strings.Fields(*extra)...)
+		cmd := exec.Command(vmm, append(append(runArgs, "--"), guestArgs...)...)
+		cmd.Dir, cmd.Stderr = work, stderr
+		fmt.Fprintf(stderr, "bench share: tinyvmm %s\n", strings.Join(cmd.Args[1:], " "))
+		gr, err := guestSide(cmd, 0, guestTimeout, stderr)
+		if err != nil {
+			return Side{}, fmt.Errorf("tinyvmm guest: %w", err)
+		}
+		s := side(where, gr)
+		s.FUSE = fuseCounts(statsFile, gr)
+		j, _ := json.Marshal(s)
+		fmt.Fprintf(stderr, "bench share: %s\n", j)
+		return s, nil
+	}
+	if rep.Guest, err = tinyvmm("guest (tinyvmm virtio-fs)", filepath.Join(statsDir, "auto.json")); err != nil {
+		return err
+	}
+	if *always {
+		s, err := tinyvmm("guest (virtio-fs, cache always)", filepath.Join(statsDir, "always.json"), "--share-cache=always")
+		if err != nil {
+			return err
+		}
+		rep.Always = &s
+	}
+	// Written now too, in case the anchor never ends.
+	if err := write(); err != nil {
+		return err
+	}
+
+	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf+" bench share --measure . --progress --tree "+qemuTree); q != nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
-		qr, err := guestSide(q, 1)
+		qr, err := guestSide(q, 1, *qemuTimeout, stderr)
 		if err != nil {
 			rep.QEMUWhy = err.Error()
 		} else {
@@ -175,32 +252,76 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	} else {
 		rep.QEMUWhy = why
 	}
-
-	rep.ReadRatio = rep.Guest.ReadMiBs / rep.Host.ReadMiBs
-	rep.WalkRatio = rep.Guest.WalkSecs / rep.Host.WalkSecs
-	rep.ParallelSpeedup = rep.Guest.Speedup
-	if q := rep.QEMU9p; q != nil {
-		rep.QEMU9pReadRatio = q.ReadMiBs / rep.Host.ReadMiBs
-		rep.QEMU9pWalkRatio = q.WalkSecs / rep.Host.WalkSecs
-		rep.QEMU9pParallelSpeedup = q.Speedup
-	}
 	printReport(stdout, &rep)
+	if err := write(); err != nil {
+		return err
+	}
 	if *out != "" {
-		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
-			return err
-		}
-		j, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*out, append(j, '\n'), 0o644); err != nil {
-			return err
-		}
 		fmt.Fprintf(stdout, "wrote %s\n", *out)
 	}
 	return nil
 }
 
-func mustJSON(v any) []byte {
-	j, _ := json.Marshal(v)
-	return j
+// finish computes the ratios from the sides measured.
+func (r *Report) finish() {
+	r.ReadRatio = r.Guest.ReadMiBs / r.Host.ReadMiBs
+	r.WalkRatio = r.Guest.WalkSecs / r.Host.WalkSecs
+	r.ParallelSpeedup = r.Guest.Speedup
+	if a := r.Always; a != nil {
+		r.AlwaysReadRatio = a.ReadMiBs / r.Host.ReadMiBs
+		r.AlwaysWalkRatio = a.WalkSecs / r.Host.WalkSecs
+		r.AlwaysParallelSpeedup = a.Speedup
+	}
+	if q := r.QEMU9p; q != nil {
+		r.QEMU9pReadRatio = q.ReadMiBs / r.Host.ReadMiBs
+		r.QEMU9pWalkRatio = q.WalkSecs / r.HostQEMUTreeWalkSecs
+		r.QEMU9pParallelSpeedup = q.Speedup
+	}
+}
+
+// FUSE is what the device served one tinyvmm guest, from its --stats.
+type FUSE struct {
+	Ops map[string]uint64 `json:"ops"`
+	// WalkPerEntry: the requests a walk makes (LOOKUP, GETATTR,
+	// OPENDIR, READDIR, READDIRPLUS, RELEASEDIR) over the entries all
+	// the runs walked. The reads add a few LOOKUPs and GETATTRs: an
+	// upper bound.
+	WalkPerEntry float64 `json:"walk_requests_per_entry"`
+	// ReadKiB is the mean size of a READ reply.
+	ReadKiB float64 `json:"read_kib_mean"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// fuseCounts reads the device's counters from tinyvmm's --stats file.
+func fuseCounts(path string, r Runs) *FUSE {
+	var st struct {
+		Shares []struct {
+			BytesOut uint64
+			Ops      map[string]uint64
+		} `json:"shares"`
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err == nil && len(st.Shares) != 1 {
+		err = fmt.Errorf("%d shares in the stats", len(st.Shares))
+	}
+	if err != nil {
+		return &FUSE{Error: err.Error()}
+	}
+	f := &FUSE{Ops: st.Shares[0].Ops}
+	walk := uint64(0)
+	for _, op := range []string{"LOOKUP", "GETATTR", "OPENDIR", "READDIR", "READDIRPLUS", "RELEASEDIR"} {
+		walk += f.Ops[op]
+	}
+	if n := len(r.WalkSecs) * r.Entries; n > 0 {
+		f.WalkPerEntry = float64(walk) / float64(n)
+	}
+	if n := f.Ops["READ"]; n > 0 {
+		f.ReadKiB = float64(st.Shares[0].BytesOut) / float64(n) / 1024
+	}
+	return f
 }
 
 func side(where string, r Runs) Side {
@@ -212,39 +333,87 @@ func side(where string, r Runs) Side {
 
 func printReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "tinyvmm bench share: medians of %d runs; guest with %d vCPUs\n", r.Runs, r.CPUs)
-	fmt.Fprintf(w, "%-28s %12s %12s %12s %12s %9s\n", "", "read MiB/s", "walk s", "1 rd MiB/s", "4 rd MiB/s", "4 vs 1")
+	fmt.Fprintf(w, "%-32s %12s %12s %12s %12s %9s\n", "", "read MiB/s", "walk s", "1 rd MiB/s", "4 rd MiB/s", "4 vs 1")
 	sides := []Side{r.Host, r.Guest}
+	if r.Always != nil {
+		sides = append(sides, *r.Always)
+	}
 	if r.QEMU9p != nil {
 		sides = append(sides, *r.QEMU9p)
 	}
 	for _, s := range sides {
-		fmt.Fprintf(w, "%-28s %12.1f %12.3f %12.1f %12.1f %9.2f\n", s.Where, s.ReadMiBs, s.WalkSecs, s.Par1MiBs, s.Par4MiBs, s.Speedup)
+		fmt.Fprintf(w, "%-32s %12.1f %12.3f %12.1f %12.1f %9.2f\n", s.Where, s.ReadMiBs, s.WalkSecs, s.Par1MiBs, s.Par4MiBs, s.Speedup)
 	}
 	fmt.Fprintf(w, "read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.ReadRatio, r.WalkRatio, r.ParallelSpeedup)
+	if r.Always != nil {
+		fmt.Fprintf(w, "cache always: read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.AlwaysReadRatio, r.AlwaysWalkRatio, r.AlwaysParallelSpeedup)
+	}
+	for _, s := range sides {
+		if f := s.FUSE; f != nil {
+			fmt.Fprintf(w, "%s: %.2f walk requests per entry, READs of %.0f KiB; %v %s\n", s.Where, f.WalkPerEntry, f.ReadKiB, f.Ops, f.Error)
+		}
+	}
 	if r.QEMU9p != nil {
 		fmt.Fprintf(w, "QEMU 9p:   read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.QEMU9pReadRatio, r.QEMU9pWalkRatio, r.QEMU9pParallelSpeedup)
 	} else if r.QEMUWhy != "" {
-		fmt.Fprintf(w, "QEMU 9p anchor: not run (%s)\n", r.QEMUWhy)
+		fmt.Fprintf(w, "QEMU 9p anchor: missing (%s)\n", firstLine(r.QEMUWhy))
 	}
 }
 
+// tail is the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// heartbeat is how often guestSide says it is still waiting: the VM's
+// console is captured, and a nested runner takes a silent console for a
+// frozen L1.
+var heartbeat = time.Minute
+
 // guestSide runs a VM whose command prints measureAll's JSON line; ok is
-// the VMM's exit status when the command succeeded.
-func guestSide(cmd *exec.Cmd, ok int) (Runs, error) {
-	var out []byte
+// the VMM's exit status when the command succeeded. A VM still running
+// after timeout is killed and is an error. It says on log, every
+// heartbeat, that it is still waiting.
+func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration, log io.Writer) (Runs, error) {
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		return Runs{}, err
+	}
 	var err error
 	done := make(chan struct{})
 	go func() {
-		out, err = cmd.Output()
+		err = cmd.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-time.After(guestTimeout):
+	start := time.Now()
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	bound := time.NewTimer(timeout)
+	defer bound.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			fmt.Fprintf(log, "bench share: %s still running after %v\n", filepath.Base(cmd.Path), time.Since(start).Round(time.Second))
+			continue
+		case <-bound.C:
+		}
 		cmd.Process.Kill()
 		<-done
-		return Runs{}, fmt.Errorf("no result after %v; its output:\n%s", guestTimeout, out)
+		return Runs{}, fmt.Errorf("no result after %v (killed); the end of its output:\n%s", timeout, tail(stdout.Bytes(), 2000))
 	}
+	out := stdout.Bytes()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == ok {
 		err = nil
@@ -259,6 +428,9 @@ func guestSide(cmd *exec.Cmd, ok int) (Runs, error) {
 	return r, nil
 }
 
+// qemuTree is the smaller tree the QEMU anchor walks.
+const qemuTree = "qtree"
+
 // makeFiles writes the data file, the parallel readers' files and the tree.
 func makeFiles(dir string, size int64, files int) error {
 	if err := writeFile(filepath.Join(dir, "data"), size); err != nil {
@@ -269,7 +441,11 @@ func makeFiles(dir string, size int64, files int) error {
 			return err
 		}
 	}
-	tree := filepath.Join(dir, "tree")
+	return makeTree(filepath.Join(dir, "tree"), files)
+}
+
+// makeTree makes a tree of files empty files, perDir to a directory.
+func makeTree(tree string, files int) error {
 	for i := 0; i < files; i++ {
 		d := filepath.Join(tree, fmt.Sprintf("d%03d", i/perDir))
 		if i%perDir == 0 {
@@ -286,8 +462,10 @@ func makeFiles(dir string, size int64, files int) error {
 	return nil
 }
 
-// measureAll times each operation runs times in dir, interleaved.
-func measureAll(dir string, runs int) (Runs, error) {
+// measureAll times each operation runs times in dir, interleaved, walking
+// dir/tree, and says on progress what it starts (in a guest: its console,
+// which a VM killed at its bound shows).
+func measureAll(dir, tree string, runs int, progress io.Writer) (Runs, error) {
 	var r Runs
 	fi, err := os.Stat(filepath.Join(dir, "data"))
 	if err != nil {
@@ -295,14 +473,16 @@ func measureAll(dir string, runs int) (Runs, error) {
 	}
 	mib := float64(fi.Size()) / (1 << 20)
 	for i := 0; i < runs; i++ {
+		fmt.Fprintf(progress, "bench share: run %d: read\n", i+1)
 		start := time.Now()
 		if err := readAll(filepath.Join(dir, "data")); err != nil {
 			return r, err
 		}
 		r.ReadMiBs = append(r.ReadMiBs, mib/time.Since(start).Seconds())
 
+		fmt.Fprintf(progress, "bench share: run %d: walk\n", i+1)
 		start = time.Now()
-		n, err := walk(filepath.Join(dir, "tree"))
+		n, err := walk(filepath.Join(dir, tree))
 		if err != nil {
 			return r, err
 		}
@@ -310,6 +490,7 @@ func measureAll(dir string, runs int) (Runs, error) {
 		r.Entries = n
 
 		for _, readers := range []int{1, parReaders} {
+			fmt.Fprintf(progress, "bench share: run %d: %d readers\n", i+1, readers)
 			start = time.Now()
 			var wg sync.WaitGroup
 			errs := make([]error, readers)

@@ -3,7 +3,12 @@ package share
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestMeasureSide runs the guest side (--measure) on the host over small
@@ -32,5 +37,42 @@ func TestMeasureSide(t *testing.T) {
 	}
 	if err := MainShare([]string{"--runs", "0"}, &out, &out); err == nil {
 		t.Fatal("--runs 0 accepted")
+	}
+}
+
+// TestGuestSideTimeout: a VM that never prints its result is killed at
+// the bound and reported, so the report is still written; meanwhile the
+// wait says, every heartbeat, that it goes on (a nested runner takes a
+// silent console for a frozen L1).
+func TestGuestSideTimeout(t *testing.T) {
+	defer func(h time.Duration) { heartbeat = h }(heartbeat)
+	heartbeat = 10 * time.Millisecond
+	var log bytes.Buffer
+	start := time.Now()
+	_, err := guestSide(exec.Command("sleep", "60"), 0, 2*time.Second, &log)
+	if err == nil || !strings.Contains(err.Error(), "no result after") {
+		t.Fatalf("err %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if !strings.Contains(log.String(), "bench share: sleep still running after") {
+		t.Fatalf("no heartbeat: %q", log.String())
+	}
+}
+
+// TestFUSECounts reads the device's counters from a --stats file.
+func TestFUSECounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stats.json")
+	stats := `{"shares": [{"Tag": "tinyvmm0", "BytesOut": 2097152, "Ops": {"READ": 2, "LOOKUP": 10, "READDIRPLUS": 20, "OPENDIR": 5, "RELEASEDIR": 5}}]}`
+	if err := os.WriteFile(path, []byte(stats), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := fuseCounts(path, Runs{WalkSecs: []float64{1, 1}, Entries: 20})
+	if f.Error != "" || f.WalkPerEntry != 1 || f.ReadKiB != 1024 || f.Ops["READDIRPLUS"] != 20 {
+		t.Fatalf("%+v", f)
+	}
+	if f := fuseCounts(filepath.Join(t.TempDir(), "none"), Runs{}); f.Error == "" {
+		t.Fatal("a missing file gave no error")
 	}
 }

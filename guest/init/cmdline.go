@@ -18,7 +18,7 @@ type bootParams struct {
 	argv []string
 	// hasIP is true when the kernel was given ip=: it configures eth0 itself.
 	hasIP bool
-	// shares are the virtio-9p shares to mount (tinyvmm.shares=).
+	// shares are the virtio-fs shares to mount (tinyvmm.shares=).
 	shares []share
 	// cwd is where the command runs (tinyvmm.cwd=), "" for /.
 	cwd string

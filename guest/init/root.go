@@ -61,6 +61,9 @@ func mountRoot(tag string, shares []share) error {
 	if err := unix.Mount(tag, lower, "virtiofs", unix.MS_RDONLY, ""); err != nil {
 		return fmt.Errorf("mount the root %s: %w", tag, err)
 	}
+	if err := setReadahead(lower); err != nil {
+		warn(err)
+	}
 	if err := unix.Mount("tmpfs", rw, "tmpfs", 0, "mode=0755"); err != nil {
 		return fmt.Errorf("mount the overlay's tmpfs: %w", err)
 	}

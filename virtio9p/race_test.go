@@ -1,5 +1,0 @@
-//go:build race
-
-package virtio9p
-
-const raceEnabled = true
