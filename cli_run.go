@@ -71,6 +71,7 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "(hidden) write tinyvmm's Go CPU profile to `FILE` (development)")
 	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
+	fs.IntVar(&f.tuning.TxYieldPkts, "tx-yield-pkts", f.tuning.TxYieldPkts, "a tx run looks every N packets for frames waiting for the guest and lets rx go first if some do, before its weights are used up (0: never, as vhost-net)")
 	fs.IntVar(&f.tuning.TxWeightBytes, "tx-weight-bytes", f.tuning.TxWeightBytes, "tx bytes per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightPkts, "rx-weight-pkts", f.tuning.RxWeightPkts, "rx packets per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightBytes, "rx-weight-bytes", f.tuning.RxWeightBytes, "rx bytes per worker run before requeueing (0: unlimited)")
@@ -266,7 +267,7 @@ var runFlagGroups = []cliflag.Group{
 	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
 	{Title: "Network", Names: []string{"net", "notify"}},
 	{Title: "Sharing and the guest's root", Names: []string{"share", "root", "rwdir"}},
-	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
+	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "tx-yield-pkts", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
 	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }
 
@@ -282,7 +283,7 @@ func (f *runFlags) check() error {
 		val  int
 		min  int
 	}{
-		{"tx-weight-pkts", t.TxWeightPkts, 0}, {"tx-weight-bytes", t.TxWeightBytes, 0},
+		{"tx-weight-pkts", t.TxWeightPkts, 0}, {"tx-weight-bytes", t.TxWeightBytes, 0}, {"tx-yield-pkts", t.TxYieldPkts, 0},
 		{"rx-weight-pkts", t.RxWeightPkts, 0}, {"rx-weight-bytes", t.RxWeightBytes, 0},
 		{"rx-batch", t.RxBatch, 1}, {"notify-threshold", t.NotifyThreshold, 1},
 		{"poll-us", t.PollUs, 0}, {"rx-irq-us", t.RxIrqGapUs, 0},

@@ -22,6 +22,7 @@ const (
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
+	DefaultTxYieldPkts     = 32  // a tx run looks for waiting rx frames this often (Tuning.TxYieldPkts)
 	DefaultPollUs          = 200 // busy polling after a burst; see DefaultTuning
 	DefaultMTU             = 1500
 	DefaultQueueSize       = 256
@@ -131,6 +132,11 @@ type Tuning struct {
 	// When one is hit the queue is requeued behind the other one.
 	TxWeightPkts, TxWeightBytes int
 	RxWeightPkts, RxWeightBytes int
+	// TxYieldPkts: a tx run looks every this many frames whether frames
+	// for the guest wait on the backend, and if so gives rx its turn
+	// before its weight is used up (tx.go rxWaiting); 0 never looks, as
+	// vhost-net, where only the weights end a run.
+	TxYieldPkts int
 	// RxBatch is how many frames rx reads per batch before it publishes
 	// used entries once and signals once; 0 means DefaultRxBatch.
 	RxBatch int
@@ -187,7 +193,8 @@ func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
 		RxWeightPkts: DefaultWeightPkts, RxWeightBytes: DefaultWeightBytes,
-		RxBatch: DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
+		TxYieldPkts: DefaultTxYieldPkts,
+		RxBatch:     DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
 		PollUs: DefaultPollUs, WorkerBatch: true, PollLone: true,
 	}
 }
@@ -238,7 +245,7 @@ func (c Config) Normalized() (Config, error) {
 		c.NotifyThreshold = DefaultNotifyThreshold
 	}
 	t := c.Tuning
-	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.PollUs, t.RxIrqGapUs} {
+	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.TxYieldPkts, t.RxBatch, t.NotifyThreshold, t.PollUs, t.RxIrqGapUs} {
 		if v < 0 {
 			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Ifname)
 		}
