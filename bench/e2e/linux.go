@@ -31,9 +31,14 @@ import (
 //	tcp_rx  TCP stream host->guest   iperf3 -c GUEST
 //	tcp_tx  TCP stream guest->host   iperf3 -c GUEST -R
 //	udp_rx  UDP, 64-byte datagrams, host->guest, received pps   iperf3 -u -l 64 -b 0
-//	udp_tx  the same guest->host                                 ... -R
 //	rr      TCP request/response, 1 byte each way (netperf TCP_RR's
 //	        shape): round trips per second, p50 and p99 latency
+//	udp_tx  UDP as udp_rx, guest->host                           ... -R
+//
+// udp_tx comes last: a guest that floods may starve iperf3's own control
+// connection until the harness gives up on it (seen under QEMU+vhost). A
+// measurement that fails ends the run but keeps what came before it
+// (the run's note says which failed), unless it is the first.
 //
 // and for each, over its own window, KVM's exits and injected interrupts,
 // the driver's notifies (ethtool's rx/tx_queue_N_kicks) and the VMM's
@@ -43,7 +48,7 @@ import (
 const lxTitle = "Linux guest: iperf3 TCP/UDP, TCP request/response"
 
 // lxMeasures are the measurements of a Linux-guest run, in order.
-var lxMeasures = []string{"tcp_rx", "tcp_tx", "udp_rx", "udp_tx", "rr"}
+var lxMeasures = []string{"tcp_rx", "tcp_tx", "udp_rx", "rr", "udp_tx"}
 
 // lxUDPSize is the UDP payload of the pps cells (iperf3 -l, netperf -m).
 const lxUDPSize = 64
@@ -439,10 +444,15 @@ func (r *runner) linux(sys System, vmmArgs []string) Sample {
 			return failed(err)
 		}
 		s := Sample{Detail: map[string]float64{}}
-		for _, m := range lxMeasures {
+		for i, m := range lxMeasures {
 			if err := r.lxMeasure(ns, g, m, s.Detail); err != nil {
 				g.kill()
-				return failed(fmt.Errorf("%s: %w", m, err))
+				if i == 0 {
+					return failed(fmt.Errorf("%s: %w", m, err))
+				}
+				s.Value = s.Detail["tcp_rx_mbps"]
+				s.Note = fmt.Sprintf("%s failed, the rest not measured: %v", m, err)
+				return s
 			}
 		}
 		if _, err := lxControlCmd(ns, "quit"); err != nil {
