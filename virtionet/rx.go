@@ -18,6 +18,7 @@ type rxState struct {
 	bounce    []byte       // a frame read before its chains are known
 	bounceIov []unix.Iovec
 	held      int // the bounce buffer holds a frame of this length, waiting for buffers
+	guess     int // with MRG_RXBUF, the bytes of chains readEach lines up for the next frame (rxGuess)
 
 	tapWatched bool // the backend is in the epoll set
 	backendEOF bool // the backend's peer closed: never watch it again
@@ -232,7 +233,11 @@ func (w *worker) readWhole(from int, pkts, bytes *int) (frames int, res rxResult
 func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult) {
 	c := &w.p.counters[rxQueue]
 	for reads := 0; reads < limit; reads++ {
-		capacity, direct, err := w.gatherFrame(w.maxFrame)
+		need := w.maxFrame
+		if w.mergeable {
+			need = max(w.guess, 1)
+		}
+		capacity, direct, err := w.gatherFrame(need)
 		if err != nil {
 			w.breakQueue(rxQueue, err)
 			return frames, rxBroken
@@ -241,9 +246,17 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 			return frames, rxNoBuffers
 		}
 		slot := w.gathered
-		if !direct {
+		spill := false
+		switch {
+		case !direct:
 			slot = w.bounceSlot()
 			capacity = min(capacity, len(w.bounce)-1)
+		case w.mergeable && capacity < w.maxFrame:
+			// Chains for the guessed size only; the rest of a longer
+			// frame goes to the bounce buffer instead of the overflow byte.
+			w.bounceSlot()
+			slot[len(slot)-1] = iovec(w.bounce[:w.maxFrame+1-capacity])
+			spill = true
 		}
 		w.slots = append(w.slots[:0], slot)
 		w.got = append(w.got[:0], 0)
@@ -254,10 +267,17 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 		}
 		*pkts++
 		got := w.got[0]
+		if w.mergeable && got > 0 {
+			w.guess = max(got, w.guess-w.guess/8)
+		}
 		switch {
 		case !w.underMax(got):
 			// Longer than any frame the guest may get: never held for
 			// buffers, never delivered, whatever it posted.
+		case spill && got > capacity:
+			if res := w.deliverSpilled(got, capacity, bytes, &frames); res != rxBatchFull {
+				return frames, res
+			}
 		case !direct && got <= len(w.bounce)-1 && got > capacity && w.mergeable:
 			// Larger than the buffers the guest has now: hold it until
 			// it adds more (a small ring may never line up a largest frame).
@@ -278,6 +298,28 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 		}
 	}
 	return frames, rxBatchFull
+}
+
+// deliverSpilled places a frame longer than the chains readEach lined up
+// for it (capacity bytes): its tail is at the start of the bounce buffer.
+// More chains take the tail; if the guest has too few, the frame is put
+// together in the bounce buffer and held there (holdOrDrop), as one read
+// into the bounce buffer would have been.
+func (w *worker) deliverSpilled(got, capacity int, bytes, frames *int) rxResult {
+	more, _, err := w.gatherFrame(got)
+	switch {
+	case err != nil:
+		w.breakQueue(rxQueue, err)
+		return rxBroken
+	case more >= got:
+		writeAt(w.gathered[:len(w.gathered)-1], capacity, w.bounce[:got-capacity])
+		w.deliver(got, bytes, frames)
+		return rxBatchFull
+	}
+	copy(w.bounce[capacity:got], w.bounce[:got-capacity])
+	gather(w.bounce[:0], w.gathered[:len(w.gathered)-1], capacity)
+	w.held = got
+	return w.holdOrDrop()
 }
 
 // deliverHeld places the frame held in the bounce buffer once the guest
