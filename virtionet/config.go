@@ -176,7 +176,10 @@ type Tuning struct {
 	// takes no kick (an exit) and no wakeup, as with vhost's busyloop.
 	// Where the worker shares its only CPUs with vCPUs, a poll would hold
 	// the reply until the vCPU's time slice ends, so lone frames keep
-	// their kicks there. Each lone frame costs up to PollUs of CPU.
+	// their kicks there. Each lone frame costs up to PollUs of CPU, so
+	// lone frames poll only while the other direction has answered them
+	// within PollUs, on average (worker.moved): a guest that halts
+	// between interrupts and wakes slower than that keeps its kicks.
 	PollLone bool
 }
 

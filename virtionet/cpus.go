@@ -12,8 +12,9 @@ import (
 const cpuCheckEvery = time.Second
 
 // pollsLone reports whether frames that come alone start busy polling
-// (Tuning.PollLone): only where this worker can keep off the vCPUs' CPUs.
-func (w *worker) pollsLone() bool { return w.tuning.PollLone && w.ownCPU() }
+// (Tuning.PollLone): only where this worker can keep off the vCPUs' CPUs,
+// and while their answers come within the poll (worker.moved).
+func (w *worker) pollsLone() bool { return w.tuning.PollLone && w.answersInPoll() && w.ownCPU() }
 
 // ownCPU reports whether this worker can run where no vCPU may, as last
 // looked at (every cpuCheckEvery); false while the vCPUs are unknown.

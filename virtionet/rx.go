@@ -156,6 +156,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 			w.trace.event("rx", "popped", "chains", len(p.chains)) // given back: those left over
 			w.trace.event("rx", "batch", "", frames)
 		}
+		w.moved(rxQueue, frames)
 		w.pollTxToo(*pkts) // before the guest sees the frames: it may answer at once
 		w.publish(rxQueue)
 	}

@@ -70,6 +70,7 @@ func (w *worker) handleTx() (requeue bool) {
 				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
 			}
 			w.txBurst(true)
+			w.moved(txQueue, pkts)
 			w.sawWork(pkts)
 			return true
 		}
@@ -81,6 +82,7 @@ func (w *worker) handleTx() (requeue bool) {
 					publish()
 					w.enqueue(rxQueue)
 					w.txBurst(true)
+					w.moved(txQueue, pkts)
 					w.sawWork(pkts)
 					c.rxYields.Add(1)
 					return true
@@ -91,6 +93,7 @@ func (w *worker) handleTx() (requeue bool) {
 		publish()
 		if pkts > 0 {
 			w.txBurst(pkts >= thr) // a look that found nothing tells nothing about the rate
+			w.moved(txQueue, pkts)
 			w.sawWork(pkts)
 		}
 		// Busy polling (PollUs): kicks stay off; the run loop looks

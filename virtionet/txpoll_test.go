@@ -168,3 +168,52 @@ func pinnedThread(t *testing.T) int {
 	t.Cleanup(func() { close(done) })
 	return id
 }
+
+// Lone frames poll only while their answers come within the poll: a guest
+// that answers after the poll is over (as one that halts between
+// interrupts does in a nested L1) soon gets no poll, its answer a kick
+// again, and no CPU spun for nothing; once answers come quickly, the
+// polls come back.
+func TestLonePollFollowsAnswerTime(t *testing.T) {
+	vcpu := pinnedThread(t)
+	tun := DefaultTuning()
+	tun.PollUs = 100_000 // long: a loaded machine's delays stay within it
+	r := newRig(t, rigOptions{tuning: tun, vcpus: func() []int { return []int{vcpu} }})
+	r.rx.AddRxBuffers(64, 2048)
+	r.activate()
+	r.rx.Kick()
+	seq := 0
+	// exchange sends a frame in and answers it after wait; it reports
+	// whether the driver was asked to kick for the answer.
+	exchange := func(wait time.Duration) bool {
+		t.Helper()
+		r.peerWrite(r.txFrame(seq, 64))
+		seq++
+		r.waitUsed(r.rx, 1, nil)
+		time.Sleep(wait)
+		r.txBurst(1, 60)
+		kicked := r.tx.Kick()
+		r.drainPeer(1)
+		r.waitUsed(r.tx, 1, nil)
+		r.rx.AddRxBuffers(1, 2048)
+		r.rx.Kick()
+		return kicked
+	}
+	if exchange(0) {
+		t.Fatal("the first answer, within the poll, was kicked")
+	}
+	for i := 0; i < 6; i++ {
+		exchange(3 * time.Duration(tun.PollUs) * time.Microsecond)
+	}
+	if !exchange(0) {
+		t.Fatal("after answers that came long after the poll, a lone frame still polls")
+	}
+	for i := 0; ; i++ {
+		if !exchange(0) {
+			break
+		}
+		if i == 20 {
+			t.Fatal("quick answers did not bring the lone poll back in 20 exchanges")
+		}
+	}
+}

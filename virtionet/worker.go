@@ -74,6 +74,13 @@ type pollState struct {
 	// beside the vCPUs, as last checked.
 	cpus          cpuRoom
 	cpusCheckedAt time.Time
+
+	// PollLone: how soon the other direction answers a lone frame
+	// (answered), a moving average; a lone frame not yet answered and
+	// the queue it moved on.
+	answerNs  int64
+	loneAt    time.Time
+	loneQueue int
 }
 
 func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
@@ -368,6 +375,41 @@ func (w *worker) dropBackend() {
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
 	w.tapWatched = false
 	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Ifname)
+}
+
+// moved notes a run of queue qi that moved pkts frames, for PollLone's
+// answer time: a lone frame starts the clock, the other queue's next frame
+// stops it. A guest that halts between interrupts answers a ping only
+// after its vCPU wakes, which can take longer than PollUs (in a nested
+// L1, always): a poll for its answer then only spins on a CPU the sender
+// wants, and the answer needs its kick anyway. A guest that polls, or one
+// on fast hardware, answers within the poll. So lone frames poll only
+// while answers come within PollUs (answersInPoll), as KVM's halt polling
+// grows and shrinks with how soon a vCPU is woken.
+func (w *worker) moved(qi, pkts int) {
+	if pkts <= 0 || !w.tuning.PollLone {
+		return
+	}
+	now := time.Now()
+	if !w.loneAt.IsZero() && qi != w.loneQueue {
+		// One answer that never came counts at most a few polls' worth,
+		// so that fast answers bring polling back soon.
+		d := min(now.Sub(w.loneAt).Nanoseconds(), 4*int64(w.tuning.PollUs)*1000)
+		w.answerNs += (d - w.answerNs) / 4
+		w.loneAt = time.Time{}
+	}
+	switch {
+	case pkts >= max(w.tuning.NotifyThreshold, 1):
+		w.loneAt = time.Time{} // a burst is no question waiting for its answer
+	case w.loneAt.IsZero():
+		w.loneAt, w.loneQueue = now, qi
+	}
+}
+
+// answersInPoll reports whether lone frames have been answered within
+// PollUs, on average (moved).
+func (w *worker) answersInPoll() bool {
+	return w.answerNs < int64(w.tuning.PollUs)*1000
 }
 
 // sawWork starts busy polling after a run that moved a burst (pkts of
