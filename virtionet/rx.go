@@ -57,7 +57,7 @@ func (w *worker) handleRx() (requeue bool) {
 		case rxBatchFull:
 		case rxBudget:
 			w.rxBurst(true)
-			w.sawWork(pkts)
+			w.sawWork(rxQueue, pkts)
 			if w.trace != nil {
 				w.trace.event("rx", "budget", "pkts", pkts, "bytes", bytes)
 			}
@@ -66,7 +66,7 @@ func (w *worker) handleRx() (requeue bool) {
 			if pkts > 0 { // a look that found nothing tells nothing about the rate
 				w.rxBurst(pkts >= max(w.tuning.NotifyThreshold, 1))
 			}
-			w.sawWork(pkts) // nothing for a wake that found nothing
+			w.sawWork(rxQueue, pkts) // nothing for a wake that found nothing
 			if w.backendEOF {
 				w.dropBackend()
 			} else {
@@ -80,7 +80,7 @@ func (w *worker) handleRx() (requeue bool) {
 			// Busy polling (PollUs), as vhost's busyloop polls the rx
 			// ring: the driver is giving buffers back, so rx kicks stay
 			// off and the run loop looks again after a yield.
-			w.sawWork(pkts)
+			w.sawWork(rxQueue, pkts)
 			if w.rxPolling = w.busyPolling(); w.rxPolling {
 				w.watchBackend(false)
 				return false

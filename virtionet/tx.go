@@ -71,7 +71,7 @@ func (w *worker) handleTx() (requeue bool) {
 			}
 			w.txBurst(true)
 			w.moved(txQueue, pkts)
-			w.sawWork(pkts)
+			w.sawWork(txQueue, pkts)
 			return true
 		}
 		if !empty {
@@ -83,7 +83,7 @@ func (w *worker) handleTx() (requeue bool) {
 					w.enqueue(rxQueue)
 					w.txBurst(true)
 					w.moved(txQueue, pkts)
-					w.sawWork(pkts)
+					w.sawWork(txQueue, pkts)
 					c.rxYields.Add(1)
 					return true
 				}
@@ -94,7 +94,7 @@ func (w *worker) handleTx() (requeue bool) {
 		if pkts > 0 {
 			w.txBurst(pkts >= thr) // a look that found nothing tells nothing about the rate
 			w.moved(txQueue, pkts)
-			w.sawWork(pkts)
+			w.sawWork(txQueue, pkts)
 		}
 		// Busy polling (PollUs): kicks stay off; the run loop looks
 		// again after a sched_yield, and turns them on once it is over.

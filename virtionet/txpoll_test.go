@@ -171,22 +171,25 @@ func pinnedThread(t *testing.T) int {
 
 // Lone frames poll only while their answers come within the poll: a guest
 // that answers after the poll is over (as one that halts between
-// interrupts does in a nested L1) soon gets no poll, its answer a kick
-// again, and no CPU spun for nothing; once answers come quickly, the
-// polls come back.
+// interrupts does in a nested L1) soon gets no poll after a frame to it,
+// its answer a kick again, and no CPU spun for nothing; once answers come
+// quickly, the polls come back. Each direction has its own answer time:
+// here the host side answers the guest's frames at once.
 func TestLonePollFollowsAnswerTime(t *testing.T) {
 	vcpu := pinnedThread(t)
 	tun := DefaultTuning()
 	tun.PollUs = 100_000 // long: a loaded machine's delays stay within it
+	poll := time.Duration(tun.PollUs) * time.Microsecond
 	r := newRig(t, rigOptions{tuning: tun, vcpus: func() []int { return []int{vcpu} }})
 	r.rx.AddRxBuffers(64, 2048)
 	r.activate()
 	r.rx.Kick()
 	seq := 0
-	// exchange sends a frame in and answers it after wait; it reports
-	// whether the driver was asked to kick for the answer.
-	exchange := func(wait time.Duration) bool {
+	// exchange sends a frame in after before, and answers it after wait;
+	// it reports whether the driver was asked to kick for the answer.
+	exchange := func(before, wait time.Duration) bool {
 		t.Helper()
+		time.Sleep(before)
 		r.peerWrite(r.txFrame(seq, 64))
 		seq++
 		r.waitUsed(r.rx, 1, nil)
@@ -199,17 +202,19 @@ func TestLonePollFollowsAnswerTime(t *testing.T) {
 		r.rx.Kick()
 		return kicked
 	}
-	if exchange(0) {
+	if exchange(0, 0) {
 		t.Fatal("the first answer, within the poll, was kicked")
 	}
 	for i := 0; i < 6; i++ {
-		exchange(3 * time.Duration(tun.PollUs) * time.Microsecond)
+		exchange(0, 3*poll)
 	}
-	if !exchange(0) {
+	// The poll after the guest's last answer is over too (before): a
+	// lone frame in now must not start one.
+	if !exchange(2*poll, 0) {
 		t.Fatal("after answers that came long after the poll, a lone frame still polls")
 	}
 	for i := 0; ; i++ {
-		if !exchange(0) {
+		if !exchange(0, 0) {
 			break
 		}
 		if i == 20 {
