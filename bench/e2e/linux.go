@@ -30,15 +30,17 @@ import (
 //
 //	tcp_rx  TCP stream host->guest   iperf3 -c GUEST
 //	tcp_tx  TCP stream guest->host   iperf3 -c GUEST -R
-//	udp_rx  UDP, 64-byte datagrams, host->guest, received pps   iperf3 -u -l 64 -b 0
 //	rr      TCP request/response, 1 byte each way (netperf TCP_RR's
 //	        shape): round trips per second, p50 and p99 latency
-//	udp_tx  UDP as udp_rx, guest->host                           ... -R
+//	udp_rx  UDP, 64-byte datagrams, host->guest, received pps   iperf3 -u -l 64 -b 0
+//	udp_tx  the same guest->host                                 ... -R
 //
-// udp_tx comes last: a guest that floods may starve iperf3's own control
-// connection until the harness gives up on it (seen under QEMU+vhost). A
-// measurement that fails ends the run but keeps what came before it
-// (the run's note says which failed), unless it is the first.
+// The UDP floods come last: one may starve iperf3's own control
+// connection, whose dropped segments then wait out TCP's backoff (seen
+// under QEMU, with and without vhost, both ways). The harness waits a
+// minute past the run for it; a measurement that still fails ends the
+// run but keeps what came before it (the run's note says which failed),
+// unless it is the first.
 //
 // and for each, over its own window, KVM's exits and injected interrupts,
 // the driver's notifies (ethtool's rx/tx_queue_N_kicks) and the VMM's
@@ -48,7 +50,7 @@ import (
 const lxTitle = "Linux guest: iperf3 TCP/UDP, TCP request/response"
 
 // lxMeasures are the measurements of a Linux-guest run, in order.
-var lxMeasures = []string{"tcp_rx", "tcp_tx", "udp_rx", "rr", "udp_tx"}
+var lxMeasures = []string{"tcp_rx", "tcp_tx", "rr", "udp_rx", "udp_tx"}
 
 // lxUDPSize is the UDP payload of the pps cells (iperf3 -l, netperf -m).
 const lxUDPSize = 64
@@ -322,6 +324,10 @@ func parseIperf(b []byte, udp bool) (float64, error) {
 	return (s.Packets - s.LostPackets) / s.Seconds, nil
 }
 
+// lxIperfGrace is how long past its run iperf3 may take to end: after a
+// flood its control connection may be in TCP's retransmit backoff.
+const lxIperfGrace = 60
+
 // iperf runs iperf3's client in ns for measurement m.
 func iperf(ns *Namespace, m string, secs int) (float64, error) {
 	cmd := exec.Command("iperf3", iperfArgs(m, secs)...)
@@ -337,10 +343,10 @@ func iperf(ns *Namespace, m string, secs int) (float64, error) {
 		if err != nil && out.Len() == 0 {
 			return 0, fmt.Errorf("iperf3 %s: %v: %s", m, err, strings.TrimSpace(errb.String()))
 		}
-	case <-time.After(time.Duration(secs)*time.Second + 30*time.Second):
+	case <-time.After(time.Duration(secs+lxIperfGrace) * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		return 0, fmt.Errorf("iperf3 %s: still running after %d s (killed)", m, secs+30)
+		return 0, fmt.Errorf("iperf3 %s: still running after %d s (killed)", m, secs+lxIperfGrace)
 	}
 	return parseIperf(out.Bytes(), strings.HasPrefix(m, "udp"))
 }
