@@ -189,16 +189,18 @@ type Tuning struct {
 // raised tx pps, idle ping the same, while the average ping under a tx
 // flood rose (p99 still under QEMU's; bench/HISTORY.md). Busy polling
 // starts only after a burst and ends PollUs after the last frame, so a
-// quiet NIC costs no CPU. PollLone is on: with the vCPU pinned apart it
-// took idle ping below QEMU's, and it stays off by itself where the worker
-// has no CPU without a vCPU.
+// quiet NIC costs no CPU. PollLone is off: against vhost-net, with a Linux
+// guest that halts between interrupts, polls after lone frames cost the
+// CPU the host's sender shares with the worker (TCP host->guest 0.76 of
+// vhost's, request/response 0.54, against 1.15 and 0.87 without, paired,
+// in one nested invocation; bench/RESULTS.md), while ping gained nothing.
 func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
 		RxWeightPkts: DefaultWeightPkts, RxWeightBytes: DefaultWeightBytes,
 		TxYieldPkts: DefaultTxYieldPkts,
 		RxBatch:     DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
-		PollUs: DefaultPollUs, WorkerBatch: true, PollLone: true,
+		PollUs: DefaultPollUs, WorkerBatch: true,
 	}
 }
 

@@ -98,7 +98,7 @@ func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io IOMode) {
 	for _, eventIdx := range []bool{true, false} {
 		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {
 			tun := DefaultTuning()
-			tun.PollUs = 300_000 // long: the reply comes while it polls
+			tun.PollUs, tun.PollLone = 300_000, true // long: the reply comes while it polls
 			feat := uint64(0)
 			if !eventIdx {
 				feat = allBut(FeatEventIdx)
@@ -178,7 +178,7 @@ func pinnedThread(t *testing.T) int {
 func TestLonePollFollowsAnswerTime(t *testing.T) {
 	vcpu := pinnedThread(t)
 	tun := DefaultTuning()
-	tun.PollUs = 100_000 // long: a loaded machine's delays stay within it
+	tun.PollUs, tun.PollLone = 100_000, true // long: a loaded machine's delays stay within it
 	poll := time.Duration(tun.PollUs) * time.Microsecond
 	r := newRig(t, rigOptions{tuning: tun, vcpus: func() []int { return []int{vcpu} }})
 	r.rx.AddRxBuffers(64, 2048)
