@@ -72,13 +72,14 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.BoolVar(&f.trace, "trace", false, "print one compact line per datapath event on stderr")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "(hidden) write tinyvmm's Go CPU profile to `FILE` (development)")
 	fs.IntVar(&f.tuning.TxWeightPkts, "tx-weight-pkts", f.tuning.TxWeightPkts, "tx packets per worker run before requeueing (0: unlimited)")
+	fs.IntVar(&f.tuning.TxYieldPkts, "tx-yield-pkts", f.tuning.TxYieldPkts, "a tx run looks every N packets for frames waiting for the guest and lets rx go first if some do, before its weights are used up (0: never, as vhost-net)")
 	fs.IntVar(&f.tuning.TxWeightBytes, "tx-weight-bytes", f.tuning.TxWeightBytes, "tx bytes per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightPkts, "rx-weight-pkts", f.tuning.RxWeightPkts, "rx packets per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxWeightBytes, "rx-weight-bytes", f.tuning.RxWeightBytes, "rx bytes per worker run before requeueing (0: unlimited)")
 	fs.IntVar(&f.tuning.RxBatch, "rx-batch", f.tuning.RxBatch, "rx frames per batch (one used-index publish and one interrupt per batch)")
 	fs.IntVar(&f.tuning.NotifyThreshold, "notify-threshold", f.tuning.NotifyThreshold, "tx chains completed between two used-index publishes")
 	fs.IntVar(&f.tuning.RxIrqGapUs, "rx-irq-us", f.tuning.RxIrqGapUs, "rx interrupt moderation: at least N us between two rx interrupts; one due sooner waits and covers what arrives meanwhile (0: off)")
-	fs.BoolVar(&f.tuning.PollLone, "poll-lone", f.tuning.PollLone, "busy poll (--poll-us) after frames that come alone too, such as a ping and its reply, when the device's worker can run on a CPU that no vCPU thread may use: the reply then needs no kick and no wakeup; it costs up to --poll-us of CPU per lone frame (on by default; --poll-lone=false: off)")
+	fs.BoolVar(&f.tuning.PollLone, "poll-lone", f.tuning.PollLone, "busy poll (--poll-us) after frames that come alone too, such as a ping and its reply, when the device's worker can run on a CPU that no vCPU thread may use: the reply then needs no kick and no wakeup; it costs up to --poll-us of CPU per lone frame, so it stops while replies come later than that (off by default: with a guest that halts between interrupts it costs the CPU the host's side needs)")
 	fs.BoolVar(&f.tuning.WorkerBatch, "worker-batch", f.tuning.WorkerBatch, "run the device worker under SCHED_BATCH during tx bursts (a kick on a busy CPU does not preempt the vCPU that is adding frames), and during rx bursts where the worker and the vCPU threads are pinned to different CPUs (a frame from the tap does not preempt its sender) (on by default; --worker-batch=false: off)")
 	fs.IntVar(&f.tuning.PollUs, "poll-us", f.tuning.PollUs, "busy poll after a burst: for N us after the last frame keep the guest's tx kicks (and rx kicks, when rx buffers run out) off and look at the rings and the tap again after each sched_yield instead of sleeping (0: off)")
 	return fs
@@ -267,7 +268,7 @@ var runFlagGroups = []cliflag.Group{
 	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
 	{Title: "Network", Names: []string{"net", "notify"}},
 	{Title: "Sharing and the guest's root", Names: []string{"share", "root", "rwdir", "share-cache"}},
-	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
+	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "tx-yield-pkts", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch"}},
 	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }
 
@@ -283,7 +284,7 @@ func (f *runFlags) check() error {
 		val  int
 		min  int
 	}{
-		{"tx-weight-pkts", t.TxWeightPkts, 0}, {"tx-weight-bytes", t.TxWeightBytes, 0},
+		{"tx-weight-pkts", t.TxWeightPkts, 0}, {"tx-weight-bytes", t.TxWeightBytes, 0}, {"tx-yield-pkts", t.TxYieldPkts, 0},
 		{"rx-weight-pkts", t.RxWeightPkts, 0}, {"rx-weight-bytes", t.RxWeightBytes, 0},
 		{"rx-batch", t.RxBatch, 1}, {"notify-threshold", t.NotifyThreshold, 1},
 		{"poll-us", t.PollUs, 0}, {"rx-irq-us", t.RxIrqGapUs, 0},

@@ -16,6 +16,7 @@ import (
 	"tinyvmm/bench/device"
 	"tinyvmm/internal/godecl"
 	"tinyvmm/internal/scratchns"
+	"tinyvmm/virtionet"
 )
 
 // cannedSeeds are numbers of one real run of RunSeeds.
@@ -327,7 +328,8 @@ func TestRunSeedsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Weights) != len(tourWeights) || len(s.Batches) != 8 || len(s.Thresholds) != len(tourThresholds) {
+	// The weights, then the default weight with tinyvmm's tx yield.
+	if len(s.Weights) != len(tourWeights)+1 || len(s.Batches) != 8 || len(s.Thresholds) != len(tourThresholds) {
 		t.Fatalf("rows: %d weights, %d batches, %d thresholds", len(s.Weights), len(s.Batches), len(s.Thresholds))
 	}
 	if len(s.Failed) > 0 {
@@ -337,6 +339,9 @@ func TestRunSeedsLive(t *testing.T) {
 		if r.Samples == 0 || r.TxPPS <= 0 {
 			t.Errorf("weight row %+v", r)
 		}
+	}
+	if last := s.Weights[len(s.Weights)-1]; last.Weight != virtionet.DefaultWeightPkts || last.Yield != virtionet.DefaultTxYieldPkts {
+		t.Errorf("the last weight row is %+v, want the default weight with the default yield", last)
 	}
 	for _, r := range s.Batches {
 		if r.PPS <= 0 {

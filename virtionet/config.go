@@ -22,6 +22,7 @@ const (
 	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
 	// above it the rate scatters; 8 was on the plateau in every sweep.
 	DefaultNotifyThreshold = 8
+	DefaultTxYieldPkts     = 32  // a tx run looks for waiting rx frames this often (Tuning.TxYieldPkts)
 	DefaultPollUs          = 200 // busy polling after a burst; see DefaultTuning
 	DefaultMTU             = 1500
 	DefaultQueueSize       = 256
@@ -131,6 +132,11 @@ type Tuning struct {
 	// When one is hit the queue is requeued behind the other one.
 	TxWeightPkts, TxWeightBytes int
 	RxWeightPkts, RxWeightBytes int
+	// TxYieldPkts: a tx run looks every this many frames whether frames
+	// for the guest wait on the backend, and if so gives rx its turn
+	// before its weight is used up (tx.go rxWaiting); 0 never looks, as
+	// vhost-net, where only the weights end a run.
+	TxYieldPkts int
 	// RxBatch is how many frames rx reads per batch before it publishes
 	// used entries once and signals once; 0 means DefaultRxBatch.
 	RxBatch int
@@ -170,7 +176,10 @@ type Tuning struct {
 	// takes no kick (an exit) and no wakeup, as with vhost's busyloop.
 	// Where the worker shares its only CPUs with vCPUs, a poll would hold
 	// the reply until the vCPU's time slice ends, so lone frames keep
-	// their kicks there. Each lone frame costs up to PollUs of CPU.
+	// their kicks there. Each lone frame costs up to PollUs of CPU, so
+	// lone frames poll only while the other direction has answered them
+	// within PollUs, on average (worker.moved): a guest that halts
+	// between interrupts and wakes slower than that keeps its kicks.
 	PollLone bool
 }
 
@@ -180,15 +189,18 @@ type Tuning struct {
 // raised tx pps, idle ping the same, while the average ping under a tx
 // flood rose (p99 still under QEMU's; bench/HISTORY.md). Busy polling
 // starts only after a burst and ends PollUs after the last frame, so a
-// quiet NIC costs no CPU. PollLone is on: with the vCPU pinned apart it
-// took idle ping below QEMU's, and it stays off by itself where the worker
-// has no CPU without a vCPU.
+// quiet NIC costs no CPU. PollLone is off: against vhost-net, with a Linux
+// guest that halts between interrupts, polls after lone frames cost the
+// CPU the host's sender shares with the worker (TCP host->guest 0.76 of
+// vhost's, request/response 0.54, against 1.15 and 0.87 without, paired,
+// in one nested invocation; bench/RESULTS.md), while ping gained nothing.
 func DefaultTuning() Tuning {
 	return Tuning{
 		TxWeightPkts: DefaultWeightPkts, TxWeightBytes: DefaultWeightBytes,
 		RxWeightPkts: DefaultWeightPkts, RxWeightBytes: DefaultWeightBytes,
-		RxBatch: DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
-		PollUs: DefaultPollUs, WorkerBatch: true, PollLone: true,
+		TxYieldPkts: DefaultTxYieldPkts,
+		RxBatch:     DefaultRxBatch, NotifyThreshold: DefaultNotifyThreshold,
+		PollUs: DefaultPollUs, WorkerBatch: true,
 	}
 }
 
@@ -238,7 +250,7 @@ func (c Config) Normalized() (Config, error) {
 		c.NotifyThreshold = DefaultNotifyThreshold
 	}
 	t := c.Tuning
-	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.RxBatch, t.NotifyThreshold, t.PollUs, t.RxIrqGapUs} {
+	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.TxYieldPkts, t.RxBatch, t.NotifyThreshold, t.PollUs, t.RxIrqGapUs} {
 		if v < 0 {
 			return c, fmt.Errorf("net %s: weights, rx batch, notify threshold and poll time must not be negative", c.Ifname)
 		}

@@ -11,9 +11,12 @@ import (
 // vcpupin and emulatorpin do it after start).
 const cpuCheckEvery = time.Second
 
-// pollsLone reports whether frames that come alone start busy polling
-// (Tuning.PollLone): only where this worker can keep off the vCPUs' CPUs.
-func (w *worker) pollsLone() bool { return w.tuning.PollLone && w.ownCPU() }
+// pollsLone reports whether frames that come alone on queue qi start busy
+// polling (Tuning.PollLone): only where this worker can keep off the
+// vCPUs' CPUs, and while their answers come within the poll (worker.moved).
+func (w *worker) pollsLone(qi int) bool {
+	return w.tuning.PollLone && w.answersInPoll(qi) && w.ownCPU()
+}
 
 // ownCPU reports whether this worker can run where no vCPU may, as last
 // looked at (every cpuCheckEvery); false while the vCPUs are unknown.

@@ -42,6 +42,7 @@ var datapathCases = []struct {
 	{"RxBackendEOF", testRxBackendEOFDoesNotSpin},
 	{"RxSmallRingNeverStalls", testRxSmallRingNeverStalls},
 	{"RxHeldFrameWaitsForOneMoreKick", testRxHeldFrameWaitsForOneMoreKick},
+	{"RxMergeableChainsFollowFrameSize", testRxMergeableChainsFollowFrameSize},
 	{"RxFrameLargerThanMTUIsDropped", testRxFrameLargerThanMTUIsDropped},
 	{"RxFrameOverMaxInLargeBuffersIsDropped", testRxFrameOverMaxInLargeBuffersIsDropped},
 	{"RxFrameOverMaxIsNotHeld", testRxFrameOverMaxIsNotHeld},

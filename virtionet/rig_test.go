@@ -59,8 +59,20 @@ func skipUnlessIO(t *testing.T, io IOMode) {
 	}
 }
 
-// traceBuffer collects the device's trace for the test.
-type traceBuffer struct{ syncbuf.Buffer }
+// traceBuffer collects the device's trace for the test. onLine, when
+// set before the worker starts, sees each line first, on the worker's
+// thread: a test can act at an exact point of a run.
+type traceBuffer struct {
+	syncbuf.Buffer
+	onLine func(line []byte)
+}
+
+func (s *traceBuffer) Write(p []byte) (int, error) {
+	if s.onLine != nil {
+		s.onLine(p)
+	}
+	return s.Buffer.Write(p)
+}
 
 // count returns how many trace lines contain all of words.
 func (s *traceBuffer) count(words ...string) int {

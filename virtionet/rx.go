@@ -18,6 +18,7 @@ type rxState struct {
 	bounce    []byte       // a frame read before its chains are known
 	bounceIov []unix.Iovec
 	held      int // the bounce buffer holds a frame of this length, waiting for buffers
+	guess     int // with MRG_RXBUF, the bytes of chains readEach lines up for the next frame (rxGuess)
 
 	tapWatched bool // the backend is in the epoll set
 	backendEOF bool // the backend's peer closed: never watch it again
@@ -56,7 +57,7 @@ func (w *worker) handleRx() (requeue bool) {
 		case rxBatchFull:
 		case rxBudget:
 			w.rxBurst(true)
-			w.sawWork(pkts)
+			w.sawWork(rxQueue, pkts)
 			if w.trace != nil {
 				w.trace.event("rx", "budget", "pkts", pkts, "bytes", bytes)
 			}
@@ -65,7 +66,7 @@ func (w *worker) handleRx() (requeue bool) {
 			if pkts > 0 { // a look that found nothing tells nothing about the rate
 				w.rxBurst(pkts >= max(w.tuning.NotifyThreshold, 1))
 			}
-			w.sawWork(pkts) // nothing for a wake that found nothing
+			w.sawWork(rxQueue, pkts) // nothing for a wake that found nothing
 			if w.backendEOF {
 				w.dropBackend()
 			} else {
@@ -79,7 +80,7 @@ func (w *worker) handleRx() (requeue bool) {
 			// Busy polling (PollUs), as vhost's busyloop polls the rx
 			// ring: the driver is giving buffers back, so rx kicks stay
 			// off and the run loop looks again after a yield.
-			w.sawWork(pkts)
+			w.sawWork(rxQueue, pkts)
 			if w.rxPolling = w.busyPolling(); w.rxPolling {
 				w.watchBackend(false)
 				return false
@@ -155,6 +156,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 			w.trace.event("rx", "popped", "chains", len(p.chains)) // given back: those left over
 			w.trace.event("rx", "batch", "", frames)
 		}
+		w.moved(rxQueue, frames)
 		w.pollTxToo(*pkts) // before the guest sees the frames: it may answer at once
 		w.publish(rxQueue)
 	}
@@ -232,7 +234,11 @@ func (w *worker) readWhole(from int, pkts, bytes *int) (frames int, res rxResult
 func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult) {
 	c := &w.p.counters[rxQueue]
 	for reads := 0; reads < limit; reads++ {
-		capacity, direct, err := w.gatherFrame(w.maxFrame)
+		need := w.maxFrame
+		if w.mergeable {
+			need = max(w.guess, 1)
+		}
+		capacity, direct, err := w.gatherFrame(need)
 		if err != nil {
 			w.breakQueue(rxQueue, err)
 			return frames, rxBroken
@@ -241,9 +247,17 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 			return frames, rxNoBuffers
 		}
 		slot := w.gathered
-		if !direct {
+		spill := false
+		switch {
+		case !direct:
 			slot = w.bounceSlot()
 			capacity = min(capacity, len(w.bounce)-1)
+		case w.mergeable && capacity < w.maxFrame:
+			// Chains for the guessed size only; the rest of a longer
+			// frame goes to the bounce buffer instead of the overflow byte.
+			w.bounceSlot()
+			slot[len(slot)-1] = iovec(w.bounce[:w.maxFrame+1-capacity])
+			spill = true
 		}
 		w.slots = append(w.slots[:0], slot)
 		w.got = append(w.got[:0], 0)
@@ -254,10 +268,17 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 		}
 		*pkts++
 		got := w.got[0]
+		if w.mergeable && got > 0 {
+			w.guess = max(got, w.guess-w.guess/8)
+		}
 		switch {
 		case !w.underMax(got):
 			// Longer than any frame the guest may get: never held for
 			// buffers, never delivered, whatever it posted.
+		case spill && got > capacity:
+			if res := w.deliverSpilled(got, capacity, bytes, &frames); res != rxBatchFull {
+				return frames, res
+			}
 		case !direct && got <= len(w.bounce)-1 && got > capacity && w.mergeable:
 			// Larger than the buffers the guest has now: hold it until
 			// it adds more (a small ring may never line up a largest frame).
@@ -278,6 +299,28 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 		}
 	}
 	return frames, rxBatchFull
+}
+
+// deliverSpilled places a frame longer than the chains readEach lined up
+// for it (capacity bytes): its tail is at the start of the bounce buffer.
+// More chains take the tail; if the guest has too few, the frame is put
+// together in the bounce buffer and held there (holdOrDrop), as one read
+// into the bounce buffer would have been.
+func (w *worker) deliverSpilled(got, capacity int, bytes, frames *int) rxResult {
+	more, _, err := w.gatherFrame(got)
+	switch {
+	case err != nil:
+		w.breakQueue(rxQueue, err)
+		return rxBroken
+	case more >= got:
+		writeAt(w.gathered[:len(w.gathered)-1], capacity, w.bounce[:got-capacity])
+		w.deliver(got, bytes, frames)
+		return rxBatchFull
+	}
+	copy(w.bounce[capacity:got], w.bounce[:got-capacity])
+	gather(w.bounce[:0], w.gathered[:len(w.gathered)-1], capacity)
+	w.held = got
+	return w.holdOrDrop()
 }
 
 // deliverHeld places the frame held in the bounce buffer once the guest

@@ -43,6 +43,7 @@ type queueCounters struct {
 	frames, bytes, kicks, interrupts atomic.Uint64
 	budgetPktHits, budgetByteHits    atomic.Uint64
 	noBuffers                        atomic.Uint64
+	rxYields                         atomic.Uint64 // tx runs ended early: rx frames were waiting
 	syscalls                         atomic.Uint64 // readv, writev, recvmmsg, sendmmsg, io_uring_enter
 	throttles                        atomic.Uint64 // the rate limiter parked the queue
 	captured, captureDrops           atomic.Uint64 // frames written to the pcap, and not (no block free)
@@ -74,6 +75,9 @@ type QueueStats struct {
 	// NoBuffers counts rx runs that stopped because the guest had no
 	// buffers left (the tap is then not read until it adds some).
 	NoBuffers uint64 `json:"no_buffers,omitempty"`
+	// RxYields counts tx runs that ended before their budget because
+	// frames for the guest were waiting (rxWaiting).
+	RxYields uint64 `json:"rx_yields,omitempty"`
 	// Batches is the histogram of frames per rx batch, keyed "1", "2-3", ...
 	Batches map[string]uint64 `json:"batches,omitempty"`
 	// Syscalls counts the system calls that moved this queue's frames
@@ -123,7 +127,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 		Queue: name, Frames: c.frames.Load(), Bytes: c.bytes.Load(),
 		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
 		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
-		NoBuffers: c.noBuffers.Load(), Syscalls: c.syscalls.Load(),
+		NoBuffers: c.noBuffers.Load(), RxYields: c.rxYields.Load(), Syscalls: c.syscalls.Load(),
 		Throttled: c.throttles.Load(), Captured: c.captured.Load(), CaptureDrops: c.captureDrops.Load(),
 	}
 	for r := range c.drops {
@@ -154,6 +158,9 @@ func (s Stats) String() string {
 			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)
 		if q.NoBuffers > 0 {
 			fmt.Fprintf(&b, ", out of guest buffers %d times", q.NoBuffers)
+		}
+		if q.RxYields > 0 {
+			fmt.Fprintf(&b, ", gave rx its turn early %d times", q.RxYields)
 		}
 		if q.Syscalls > 0 {
 			fmt.Fprintf(&b, ", %.1f frames per system call", float64(q.Frames)/float64(q.Syscalls))

@@ -48,6 +48,7 @@ func snapshotSum(name string, cs []*queueCounters) QueueStats {
 		sum.BudgetPktHits += s.BudgetPktHits
 		sum.BudgetByteHits += s.BudgetByteHits
 		sum.NoBuffers += s.NoBuffers
+		sum.RxYields += s.RxYields
 		sum.Syscalls += s.Syscalls
 		sum.Throttled += s.Throttled
 		sum.Captured += s.Captured

@@ -8,7 +8,9 @@ import (
 
 // txState is the worker's tx side.
 type txState struct {
-	txg txStaged // the tx chains of one send
+	txg       txStaged       // the tx chains of one send
+	sinceLook int            // frames sent since the run last looked for waiting rx
+	rxPollFd  [1]unix.PollFd // the backend, for rxWaiting
 }
 
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
@@ -68,16 +70,31 @@ func (w *worker) handleTx() (requeue bool) {
 				w.trace.event("tx", "budget", "pkts", pkts, "bytes", bytes)
 			}
 			w.txBurst(true)
-			w.sawWork(pkts)
+			w.moved(txQueue, pkts)
+			w.sawWork(txQueue, pkts)
 			return true
 		}
 		if !empty {
+			if w.sinceLook += k; w.tuning.TxYieldPkts > 0 && w.sinceLook >= w.tuning.TxYieldPkts {
+				w.sinceLook = 0
+				if w.rxWaiting() {
+					// rx first, then this run goes on without a kick.
+					publish()
+					w.enqueue(rxQueue)
+					w.txBurst(true)
+					w.moved(txQueue, pkts)
+					w.sawWork(txQueue, pkts)
+					c.rxYields.Add(1)
+					return true
+				}
+			}
 			continue
 		}
 		publish()
 		if pkts > 0 {
 			w.txBurst(pkts >= thr) // a look that found nothing tells nothing about the rate
-			w.sawWork(pkts)
+			w.moved(txQueue, pkts)
+			w.sawWork(txQueue, pkts)
 		}
 		// Busy polling (PollUs): kicks stay off; the run loop looks
 		// again after a sched_yield, and turns them on once it is over.
@@ -101,6 +118,21 @@ func (w *worker) handleTx() (requeue bool) {
 		}
 		return false
 	}
+}
+
+// rxWaiting reports whether frames wait on the backend for a guest that
+// has rx buffers: vhost lets a tx run go on to its budget (256 frames,
+// seed 002) before rx has a turn; a tx run here gives rx its turn at its
+// next look (every TxYieldPkts frames) instead, so a lone frame to the
+// guest (a ping) does not wait behind a whole budget of a flood from it.
+// A look is one poll system call.
+func (w *worker) rxWaiting() bool {
+	if !w.tapWatched || w.throttled[rxQueue] || w.broken[rxQueue] {
+		return false
+	}
+	w.rxPollFd[0] = unix.PollFd{Fd: int32(w.fd), Events: unix.POLLIN}
+	n, err := unix.Poll(w.rxPollFd[:], 0)
+	return err == nil && n > 0 && w.rxPollFd[0].Revents&unix.POLLIN != 0
 }
 
 // txGroup pops up to limit chains, stopping early once byteRoom bytes (if

@@ -98,7 +98,7 @@ func testLoneRxPollTakesTheReplyWithoutAKick(t *testing.T, io IOMode) {
 	for _, eventIdx := range []bool{true, false} {
 		t.Run(fmt.Sprint("event_idx=", eventIdx), func(t *testing.T) {
 			tun := DefaultTuning()
-			tun.PollUs = 300_000 // long: the reply comes while it polls
+			tun.PollUs, tun.PollLone = 300_000, true // long: the reply comes while it polls
 			feat := uint64(0)
 			if !eventIdx {
 				feat = allBut(FeatEventIdx)
@@ -167,4 +167,58 @@ func pinnedThread(t *testing.T) int {
 	}
 	t.Cleanup(func() { close(done) })
 	return id
+}
+
+// Lone frames poll only while their answers come within the poll: a guest
+// that answers after the poll is over (as one that halts between
+// interrupts does in a nested L1) soon gets no poll after a frame to it,
+// its answer a kick again, and no CPU spun for nothing; once answers come
+// quickly, the polls come back. Each direction has its own answer time:
+// here the host side answers the guest's frames at once.
+func TestLonePollFollowsAnswerTime(t *testing.T) {
+	vcpu := pinnedThread(t)
+	tun := DefaultTuning()
+	tun.PollUs, tun.PollLone = 100_000, true // long: a loaded machine's delays stay within it
+	poll := time.Duration(tun.PollUs) * time.Microsecond
+	r := newRig(t, rigOptions{tuning: tun, vcpus: func() []int { return []int{vcpu} }})
+	r.rx.AddRxBuffers(64, 2048)
+	r.activate()
+	r.rx.Kick()
+	seq := 0
+	// exchange sends a frame in after before, and answers it after wait;
+	// it reports whether the driver was asked to kick for the answer.
+	exchange := func(before, wait time.Duration) bool {
+		t.Helper()
+		time.Sleep(before)
+		r.peerWrite(r.txFrame(seq, 64))
+		seq++
+		r.waitUsed(r.rx, 1, nil)
+		time.Sleep(wait)
+		r.txBurst(1, 60)
+		kicked := r.tx.Kick()
+		r.drainPeer(1)
+		r.waitUsed(r.tx, 1, nil)
+		r.rx.AddRxBuffers(1, 2048)
+		r.rx.Kick()
+		return kicked
+	}
+	if exchange(0, 0) {
+		t.Fatal("the first answer, within the poll, was kicked")
+	}
+	for i := 0; i < 6; i++ {
+		exchange(0, 3*poll)
+	}
+	// The poll after the guest's last answer is over too (before): a
+	// lone frame in now must not start one.
+	if !exchange(2*poll, 0) {
+		t.Fatal("after answers that came long after the poll, a lone frame still polls")
+	}
+	for i := 0; ; i++ {
+		if !exchange(0, 0) {
+			break
+		}
+		if i == 20 {
+			t.Fatal("quick answers did not bring the lone poll back in 20 exchanges")
+		}
+	}
 }

@@ -74,6 +74,12 @@ type pollState struct {
 	// beside the vCPUs, as last checked.
 	cpus          cpuRoom
 	cpusCheckedAt time.Time
+
+	// PollLone, per queue: how soon the other queue answers a lone frame
+	// (moved), a moving average, and when its last lone frame moved, if
+	// not answered yet.
+	answerNs [2]int64
+	loneAt   [2]time.Time
 }
 
 func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
@@ -370,23 +376,62 @@ func (w *worker) dropBackend() {
 	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Ifname)
 }
 
+// moved notes a run of queue qi that moved pkts frames, for PollLone's
+// answer times: a lone frame on a queue starts its clock, the other
+// queue's next frame stops it. A guest that halts between interrupts
+// answers a ping only after its vCPU wakes, which can take longer than
+// PollUs (in a nested L1, always): a poll for its answer then only spins
+// on a CPU the sender wants, and the answer needs its kick anyway. A
+// guest that polls, or one on fast hardware, answers within the poll.
+// Each direction keeps its own time: after the guest's answer to a ping
+// (a lone tx frame) the next frame in is the next ping, which may be a
+// second away and says nothing of how soon the guest answers. So lone
+// frames on a queue poll only while that queue's frames are answered
+// within PollUs (answersInPoll), as KVM's halt polling grows and shrinks
+// with how soon a vCPU is woken.
+func (w *worker) moved(qi, pkts int) {
+	if pkts <= 0 || !w.tuning.PollLone {
+		return
+	}
+	now := time.Now()
+	if other := 1 - qi; !w.loneAt[other].IsZero() {
+		// One answer that never came counts at most a few polls' worth,
+		// so that fast answers bring polling back soon.
+		d := min(now.Sub(w.loneAt[other]).Nanoseconds(), 4*int64(w.tuning.PollUs)*1000)
+		w.answerNs[other] += (d - w.answerNs[other]) / 4
+		w.loneAt[other] = time.Time{}
+	}
+	switch {
+	case pkts >= max(w.tuning.NotifyThreshold, 1):
+		w.loneAt[qi] = time.Time{} // a burst is no question waiting for its answer
+	case w.loneAt[qi].IsZero():
+		w.loneAt[qi] = now
+	}
+}
+
+// answersInPoll reports whether lone frames on queue qi have been
+// answered within PollUs, on average (moved).
+func (w *worker) answersInPoll(qi int) bool {
+	return w.answerNs[qi] < int64(w.tuning.PollUs)*1000
+}
+
 // sawWork starts busy polling after a run that moved a burst (pkts of
 // NotifyThreshold or more) and extends it after any run that moved
 // frames. Lone frames (a ping) start it only with PollLone, where the
 // worker can keep off the vCPUs' CPUs; elsewhere they keep their kicks
 // and wakeups, which on a shared CPU come sooner than the worker's next
 // turn after a yield.
-func (w *worker) sawWork(pkts int) {
-	if w.pollsAfter(pkts) {
+func (w *worker) sawWork(qi, pkts int) {
+	if w.pollsAfter(qi, pkts) {
 		w.pollUntil = time.Now().Add(time.Duration(w.tuning.PollUs) * time.Microsecond)
 	}
 }
 
-// pollsAfter reports whether a run that has moved pkts frames starts or
-// extends busy polling (sawWork).
-func (w *worker) pollsAfter(pkts int) bool {
+// pollsAfter reports whether a run of queue qi that has moved pkts frames
+// starts or extends busy polling (sawWork).
+func (w *worker) pollsAfter(qi, pkts int) bool {
 	return w.tuning.PollUs > 0 && pkts > 0 &&
-		(pkts >= max(w.tuning.NotifyThreshold, 1) || w.busyPolling() || w.pollsLone())
+		(pkts >= max(w.tuning.NotifyThreshold, 1) || w.busyPolling() || w.pollsLone(qi))
 }
 
 // pollTxToo, when an rx run that has moved pkts frames goes on to busy
@@ -395,7 +440,7 @@ func (w *worker) pollsAfter(pkts int) bool {
 // without an exit and without waking the worker. The run loop's last look
 // turns the kicks back on.
 func (w *worker) pollTxToo(pkts int) {
-	if w.txPolling || w.throttled[txQueue] || w.broken[txQueue] || !w.pollsAfter(pkts) {
+	if w.txPolling || w.throttled[txQueue] || w.broken[txQueue] || !w.pollsAfter(rxQueue, pkts) {
 		return
 	}
 	w.q[txQueue].SuppressNotify()

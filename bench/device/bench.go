@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tinyvmm/internal/scratchns"
+	"tinyvmm/virtionet"
 )
 
 // Options of Run; the zero value of a field means its default.
@@ -111,19 +112,31 @@ func Run(o Options) (*Results, error) {
 		fmt.Fprintln(o.Out, "run failed:", msg)
 	}
 	if o.Only == "" || o.Only == "002" {
-		runs := make([][]LatencyRow, len(o.Weights))
+		// The sweep under vhost-net's rule (no yield), as the seed; then
+		// the default weight with tinyvmm's default yield, beyond it.
+		type cell struct{ weight, yield int }
+		var cells []cell
+		for _, w := range o.Weights {
+			cells = append(cells, cell{w, 0})
+		}
+		if slices.Contains(o.Weights, virtionet.DefaultWeightPkts) {
+			cells = append(cells, cell{virtionet.DefaultWeightPkts, virtionet.DefaultTxYieldPkts})
+		}
+		runs := make([][]LatencyRow, len(cells))
 		for run := 0; run < o.Runs; run++ {
-			for i, w := range o.Weights {
-				row, err := seed002(w, o.LatencyRun, o.PingEvery)
+			for i, c := range cells {
+				row, err := seed002(c.weight, c.yield, o.LatencyRun, o.PingEvery)
 				if err != nil {
-					fail(fmt.Sprintf("seed 002 weight %d run %d", w, run+1), err)
+					fail(fmt.Sprintf("seed 002 weight %s run %d", LatencyRowName(c.weight, c.yield), run+1), err)
 					continue
 				}
 				runs[i] = append(runs[i], row)
 			}
 		}
-		for i, w := range o.Weights {
-			r.Seed002 = append(r.Seed002, medianLatency(w, runs[i]))
+		for i, c := range cells {
+			m := medianLatency(c.weight, runs[i])
+			m.Yield = c.yield
+			r.Seed002 = append(r.Seed002, m)
 		}
 		printSeed002(o, r.Seed002)
 	}

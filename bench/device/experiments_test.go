@@ -17,7 +17,7 @@ func skipUnlessNetns(t testing.TB) {
 // Each experiment runs once, briefly, and measures something.
 func TestExperimentsMeasure(t *testing.T) {
 	skipUnlessNetns(t)
-	lat, err := seed002(256, 300*time.Millisecond, 5*time.Millisecond)
+	lat, err := seed002(256, 0, 300*time.Millisecond, 5*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

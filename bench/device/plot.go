@@ -35,7 +35,11 @@ func plotSeed002(r *Results) *plotfmt.Chart {
 	avg, p99 := plotfmt.Series{Name: "avg"}, plotfmt.Series{Name: "p99"}
 	for _, row := range r.Seed002 {
 		avg.Y, p99.Y = append(avg.Y, row.AvgMs), append(p99.Y, row.P99Ms)
-		c.Categories = append(c.Categories, plotWeightName(row.Weight))
+		name := plotWeightName(row.Weight)
+		if row.Yield > 0 {
+			name += fmt.Sprintf("+y%d", row.Yield)
+		}
+		c.Categories = append(c.Categories, name)
 	}
 	c.Lines = []plotfmt.Series{avg, p99}
 	return c

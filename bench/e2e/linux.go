@@ -30,10 +30,17 @@ import (
 //
 //	tcp_rx  TCP stream host->guest   iperf3 -c GUEST
 //	tcp_tx  TCP stream guest->host   iperf3 -c GUEST -R
-//	udp_rx  UDP, 64-byte datagrams, host->guest, received pps   iperf3 -u -l 64 -b 0
-//	udp_tx  the same guest->host                                 ... -R
 //	rr      TCP request/response, 1 byte each way (netperf TCP_RR's
 //	        shape): round trips per second, p50 and p99 latency
+//	udp_rx  UDP, 64-byte datagrams, host->guest, received pps   iperf3 -u -l 64 -b 0
+//	udp_tx  the same guest->host                                 ... -R
+//
+// The UDP floods come last: one may starve iperf3's own control
+// connection, whose dropped segments then wait out TCP's backoff (seen
+// under QEMU, with and without vhost, both ways). The harness waits a
+// minute past the run for it; a measurement that still fails ends the
+// run but keeps what came before it (the run's note says which failed),
+// unless it is the first.
 //
 // and for each, over its own window, KVM's exits and injected interrupts,
 // the driver's notifies (ethtool's rx/tx_queue_N_kicks) and the VMM's
@@ -43,7 +50,7 @@ import (
 const lxTitle = "Linux guest: iperf3 TCP/UDP, TCP request/response"
 
 // lxMeasures are the measurements of a Linux-guest run, in order.
-var lxMeasures = []string{"tcp_rx", "tcp_tx", "udp_rx", "udp_tx", "rr"}
+var lxMeasures = []string{"tcp_rx", "tcp_tx", "rr", "udp_rx", "udp_tx"}
 
 // lxUDPSize is the UDP payload of the pps cells (iperf3 -l, netperf -m).
 const lxUDPSize = 64
@@ -317,6 +324,10 @@ func parseIperf(b []byte, udp bool) (float64, error) {
 	return (s.Packets - s.LostPackets) / s.Seconds, nil
 }
 
+// lxIperfGrace is how long past its run iperf3 may take to end: after a
+// flood its control connection may be in TCP's retransmit backoff.
+const lxIperfGrace = 60
+
 // iperf runs iperf3's client in ns for measurement m.
 func iperf(ns *Namespace, m string, secs int) (float64, error) {
 	cmd := exec.Command("iperf3", iperfArgs(m, secs)...)
@@ -332,10 +343,10 @@ func iperf(ns *Namespace, m string, secs int) (float64, error) {
 		if err != nil && out.Len() == 0 {
 			return 0, fmt.Errorf("iperf3 %s: %v: %s", m, err, strings.TrimSpace(errb.String()))
 		}
-	case <-time.After(time.Duration(secs)*time.Second + 30*time.Second):
+	case <-time.After(time.Duration(secs+lxIperfGrace) * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		return 0, fmt.Errorf("iperf3 %s: still running after %d s (killed)", m, secs+30)
+		return 0, fmt.Errorf("iperf3 %s: still running after %d s (killed)", m, secs+lxIperfGrace)
 	}
 	return parseIperf(out.Bytes(), strings.HasPrefix(m, "udp"))
 }
@@ -439,10 +450,15 @@ func (r *runner) linux(sys System, vmmArgs []string) Sample {
 			return failed(err)
 		}
 		s := Sample{Detail: map[string]float64{}}
-		for _, m := range lxMeasures {
+		for i, m := range lxMeasures {
 			if err := r.lxMeasure(ns, g, m, s.Detail); err != nil {
 				g.kill()
-				return failed(fmt.Errorf("%s: %w", m, err))
+				if i == 0 {
+					return failed(fmt.Errorf("%s: %w", m, err))
+				}
+				s.Value = s.Detail["tcp_rx_mbps"]
+				s.Note = fmt.Sprintf("%s failed, the rest not measured: %v", m, err)
+				return s
 			}
 		}
 		if _, err := lxControlCmd(ns, "quit"); err != nil {

@@ -206,7 +206,12 @@ func pairedCells(ca, cb *Cell, detail string) string {
 		}
 		va, vb := sa.Value, sb.Value
 		if detail != "" {
-			va, vb = sa.Detail[detail], sb.Detail[detail]
+			var oka, okb bool
+			va, oka = sa.Detail[detail]
+			vb, okb = sb.Detail[detail]
+			if !oka || !okb {
+				continue // a measurement that did not run in one of the two
+			}
 		}
 		if vb > 0 {
 			ratios = append(ratios, va/vb)
@@ -498,14 +503,18 @@ func (r *Report) printFailures(w io.Writer) {
 	first := true
 	for _, c := range r.Cells {
 		for i, s := range c.Samples {
-			if s.Err == "" {
+			why := s.Err
+			if why == "" && strings.Contains(s.Note, "failed") {
+				why = "partly: " + s.Note
+			}
+			if why == "" {
 				continue
 			}
 			if first {
 				fmt.Fprintf(w, "\nfailed runs:\n")
 				first = false
 			}
-			fmt.Fprintf(w, "  %s %s run %d: %s\n", c.Metric, c.System, i+1, truncate(s.Err, 300))
+			fmt.Fprintf(w, "  %s %s run %d: %s\n", c.Metric, c.System, i+1, truncate(why, 300))
 		}
 	}
 }

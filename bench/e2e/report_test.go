@@ -231,3 +231,27 @@ func TestPairedRatioAndVhostColumn(t *testing.T) {
 		}
 	}
 }
+
+// A Linux run whose last measurement failed keeps the ones before it: its
+// medians count them, a paired ratio skips the measurement it lacks (and
+// does not read it as 0), and the failures list says it failed partly.
+func TestPartialLinuxRunPairsWhatItHas(t *testing.T) {
+	ok := func(rx, tx float64) Sample {
+		return Sample{Value: rx, Detail: map[string]float64{"tcp_rx_mbps": rx, "udp_tx_pps": tx}}
+	}
+	partial := Sample{Value: 100, Detail: map[string]float64{"tcp_rx_mbps": 100}, Note: "udp_tx failed, the rest not measured: killed"}
+	a := &Cell{Metric: "linux", System: SysTinyvmm, Samples: []Sample{ok(100, 1000), ok(100, 1000), ok(100, 1000)}}
+	b := &Cell{Metric: "linux", System: SysQEMUVhost, Samples: []Sample{ok(50, 500), partial, ok(100, 500)}}
+	if got := pairedCells(a, b, "udp_tx_pps"); got != "2.00" {
+		t.Errorf("paired udp_tx_pps %s, want 2.00 (the partial run skipped)", got)
+	}
+	if got := pairedCells(a, b, "tcp_rx_mbps"); got != "1.00" {
+		t.Errorf("paired tcp_rx_mbps %s, want 1.00 (the partial run's 1.00 counted)", got)
+	}
+	r := &Report{Cells: []*Cell{a, b}}
+	var w strings.Builder
+	r.printFailures(&w)
+	if !strings.Contains(w.String(), "linux qemu-vhost run 2: partly: udp_tx failed") {
+		t.Errorf("failures:\n%s", w.String())
+	}
+}
