@@ -52,9 +52,8 @@ FILES ?=
 NESTED_LOG ?= out/run-nested.log
 run-nested: export TINYVMM_NESTED_CMD = $(CMD)
 run-nested:
-	@mkdir -p $(dir $(NESTED_LOG))
 	@$(if $(wildcard $(GUEST)/vmlinux),,echo "run-nested: building the guest kernel first (minutes); output in $(NESTED_LOG)")
-	@$(MAKE) --no-print-directory build guest >$(NESTED_LOG) 2>&1 || { tail -n 30 $(NESTED_LOG); exit 1; }
+	@mkdir -p $(dir $(NESTED_LOG)) && $(MAKE) --no-print-directory build guest >$(NESTED_LOG) 2>&1 || { tail -n 30 $(NESTED_LOG); exit 1; }
 	@$(LAB) nested -log $(NESTED_LOG) -probe-exits 0 -append "l1init.tap=$(TAP),10.0.2.1/24" \
 		$(foreach f,$(FILES),-file $(f)) -- run --stats --net tap=$(TAP) \
 		--append $(GUEST_IP) $(if $(strip $(FILES)),--share .) -- sh -c "$$TINYVMM_NESTED_CMD"
