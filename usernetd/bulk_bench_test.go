@@ -34,20 +34,27 @@ import (
 // frame: the device's part). The runs are interleaved; each iteration
 // moves 16 MiB each way over each path on a new connection, and the
 // metrics are the medians over the iterations, with the ratio user/tap.
-// Run with -benchtime=5x.
+// The CPU per MiB is the whole process's (both stacks, the pump, the
+// gateway, the endpoints: everything either path runs is in it), a count
+// that a loaded machine disturbs less than the rates. Run with
+// -benchtime=5x or more.
 func BenchmarkBulkTCPUserNetVsTap(b *testing.B) {
 	const size = 16 << 20
 	user, tap := userPath(b), tapPath(b)
 	paths := []*bulkPath{user, tap}
 	for b.Loop() {
 		for _, p := range paths {
-			p.h2g = append(p.h2g, p.transfer(b, size, true))
-			p.g2h = append(p.g2h, p.transfer(b, size, false))
+			rate, cpu := p.transfer(b, size, true)
+			p.h2g, p.h2gCPU = append(p.h2g, rate), append(p.h2gCPU, cpu)
+			rate, cpu = p.transfer(b, size, false)
+			p.g2h, p.g2hCPU = append(p.g2h, rate), append(p.g2hCPU, cpu)
 		}
 	}
 	for _, p := range paths {
 		b.ReportMetric(median(p.h2g), p.name+"-h2g-MiB/s")
 		b.ReportMetric(median(p.g2h), p.name+"-g2h-MiB/s")
+		b.ReportMetric(median(p.h2gCPU), p.name+"-h2g-CPU-ms/MiB")
+		b.ReportMetric(median(p.g2hCPU), p.name+"-g2h-CPU-ms/MiB")
 	}
 	b.ReportMetric(median(user.h2g)/median(tap.h2g), "h2g-user/tap")
 	b.ReportMetric(median(user.g2h)/median(tap.g2h), "g2h-user/tap")
@@ -61,12 +68,14 @@ type bulkPath struct {
 	ln       net.Listener             // the host's end
 	dialAddr string                   // what the guest dials
 	h2g, g2h []float64                // MiB/s of each transfer
+	// the process's CPU time per MiB of each transfer, in ms
+	h2gCPU, g2hCPU []float64
 }
 
 // transfer moves size bytes over a new connection, host to guest (h2g)
 // or guest to host, and returns the rate from the first byte written to
-// the last one read.
-func (p *bulkPath) transfer(b *testing.B, size int64, h2g bool) float64 {
+// the last one read, and the CPU time the process used meanwhile per MiB.
+func (p *bulkPath) transfer(b *testing.B, size int64, h2g bool) (mibs, cpuMs float64) {
 	b.Helper()
 	type result struct {
 		c   net.Conn
@@ -95,7 +104,7 @@ func (p *bulkPath) transfer(b *testing.B, size int64, h2g bool) float64 {
 	deadline := time.Now().Add(90 * time.Second)
 	from.SetDeadline(deadline)
 	to.SetDeadline(deadline)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	werr := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(from, io.LimitReader(zeroReader{}, size))
@@ -103,14 +112,21 @@ func (p *bulkPath) transfer(b *testing.B, size int64, h2g bool) float64 {
 		werr <- err
 	}()
 	n, err := io.Copy(io.Discard, to)
-	d := time.Since(start)
+	d, cpu := time.Since(start), processCPU()-cpu0
 	if err := <-werr; err != nil {
 		b.Fatalf("%s: write: %v", p.name, err)
 	}
 	if err != nil || n != size {
 		b.Fatalf("%s: received %d bytes (%v), want %d", p.name, n, err, size)
 	}
-	return float64(size>>20) / d.Seconds()
+	return float64(size>>20) / d.Seconds(), float64(cpu) / 1e6 / float64(size>>20)
+}
+
+// processCPU is the CPU time, user and system, the process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // guestTap makes the guest's namespace with its tap at GuestIP, opened
