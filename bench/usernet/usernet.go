@@ -449,9 +449,8 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 			cpu = "max"
 		}
 		// q35 without the i8254 PIT, as bench e2e's QEMU
-		// (DefaultQEMUMachine there): with it, the nested L1 froze in
-		// this benchmark's first QEMU boot, idle with no interrupt
-		// pending, as it did in bench e2e before that went without.
+		// (DefaultQEMUMachine there, where the PIT's pending interrupt
+		// froze the nested L1); the guest's Linux keeps time without it.
 		cmd = exec.Command(o.QEMU, "-accel", o.QEMUAccel, "-M", "q35,pit=off", "-cpu", cpu, "-m", "256M", "-smp", "1",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", o.Kernel, "-initrd", o.Initrd, "-append", cmdline,
