@@ -448,10 +448,9 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 		if o.QEMUAccel != "kvm" {
 			cpu = "max"
 		}
-		// q35 without the i8254 PIT, as bench e2e's QEMU
-		// (DefaultQEMUMachine there, where the PIT's pending interrupt
-		// froze the nested L1); the guest's Linux keeps time without it.
-		cmd = exec.Command(o.QEMU, "-accel", o.QEMUAccel, "-M", "q35,pit=off", "-cpu", cpu, "-m", "256M", "-smp", "1",
+		// q35 with its PIT: without one this Linux panics at boot
+		// ("IO-APIC + timer doesn't work") under TCG.
+		cmd = exec.Command(o.QEMU, "-accel", o.QEMUAccel, "-M", "q35", "-cpu", cpu, "-m", "256M", "-smp", "1",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", o.Kernel, "-initrd", o.Initrd, "-append", cmdline,
 			"-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
