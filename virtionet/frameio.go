@@ -22,6 +22,8 @@ type frameIO interface {
 	name() IOMode
 	// send writes frames in order and sets res[i] to the bytes frame i
 	// took or a negative errno (that frame is dropped, the rest still go).
+	// At resFull (EAGAIN: the backend has no room) it may stop and leave
+	// the rest resNotSent: the worker waits for room and sends them again.
 	// It returns the system calls it made. An error says the mechanism
 	// itself failed: frames still marked resNotSent are to go another way.
 	send(fd int, frames [][]unix.Iovec, res []int) (calls int, err error)
@@ -78,6 +80,9 @@ func (vectorIO) send(fd int, frames [][]unix.Iovec, res []int) (int, error) {
 			n = errnoResult(err)
 		}
 		res[i] = n
+		if n == resFull {
+			return i + 1, nil // the backend is full: the rest wait with this one
+		}
 	}
 	return len(frames), nil
 }

@@ -34,11 +34,14 @@ func (m *mmsgIO) send(fd int, frames [][]unix.Iovec, res []int) (int, error) {
 		calls++
 		k, err := sendmmsg(fd, mm[off:])
 		if err != nil || k == 0 {
-			// The message at off was refused: drop it, send the rest.
+			// The message at off was refused: drop it, send the rest;
+			// unless the socket is full, where they all wait.
 			if err == nil {
 				err = unix.EIO
 			}
-			res[off] = errnoResult(err)
+			if res[off] = errnoResult(err); res[off] == resFull {
+				break
+			}
 			off++
 			continue
 		}

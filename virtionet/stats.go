@@ -46,6 +46,7 @@ type queueCounters struct {
 	rxYields                         atomic.Uint64 // tx runs ended early: rx frames were waiting
 	syscalls                         atomic.Uint64 // readv, writev, recvmmsg, sendmmsg, io_uring_enter
 	throttles                        atomic.Uint64 // the rate limiter parked the queue
+	backendFull                      atomic.Uint64 // tx: the backend had no room; chains waited in the ring
 	captured, captureDrops           atomic.Uint64 // frames written to the pcap, and not (no block free)
 	drops                            [numDropReasons]atomic.Uint64
 	batches                          [batchBuckets]atomic.Uint64
@@ -86,6 +87,10 @@ type QueueStats struct {
 	// Throttled counts the times the rate limiter parked the queue until
 	// its buckets refilled.
 	Throttled uint64 `json:"throttled,omitempty"`
+	// BackendFull counts the times tx found the backend without room for
+	// a frame (EAGAIN) and left the rest of the ring waiting until it was
+	// writable again, instead of dropping them.
+	BackendFull uint64 `json:"backend_full,omitempty"`
 	// Captured counts frames written to the pcap; CaptureDrops those that
 	// were not, because the writer was behind.
 	Captured     uint64 `json:"captured,omitempty"`
@@ -128,7 +133,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
 		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
 		NoBuffers: c.noBuffers.Load(), RxYields: c.rxYields.Load(), Syscalls: c.syscalls.Load(),
-		Throttled: c.throttles.Load(), Captured: c.captured.Load(), CaptureDrops: c.captureDrops.Load(),
+		Throttled: c.throttles.Load(), BackendFull: c.backendFull.Load(), Captured: c.captured.Load(), CaptureDrops: c.captureDrops.Load(),
 	}
 	for r := range c.drops {
 		if n := c.drops[r].Load(); n > 0 {
@@ -167,6 +172,9 @@ func (s Stats) String() string {
 		}
 		if q.Throttled > 0 {
 			fmt.Fprintf(&b, ", throttled %d times", q.Throttled)
+		}
+		if q.BackendFull > 0 {
+			fmt.Fprintf(&b, ", waited for room in the backend %d times", q.BackendFull)
 		}
 		if q.Captured+q.CaptureDrops > 0 {
 			fmt.Fprintf(&b, ", captured %d (%d not: writer behind)", q.Captured, q.CaptureDrops)

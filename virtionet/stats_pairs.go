@@ -51,6 +51,7 @@ func snapshotSum(name string, cs []*queueCounters) QueueStats {
 		sum.RxYields += s.RxYields
 		sum.Syscalls += s.Syscalls
 		sum.Throttled += s.Throttled
+		sum.BackendFull += s.BackendFull
 		sum.Captured += s.Captured
 		sum.CaptureDrops += s.CaptureDrops
 		sum.Drops = addCounts(sum.Drops, s.Drops)

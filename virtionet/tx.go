@@ -9,6 +9,7 @@ import (
 // txState is the worker's tx side.
 type txState struct {
 	txg       txStaged       // the tx chains of one send
+	txFull    bool           // the backend was full: tx waits for it to be writable
 	sinceLook int            // frames sent since the run last looked for waiting rx
 	rxPollFd  [1]unix.PollFd // the backend, for rxWaiting
 }
@@ -54,7 +55,7 @@ func (w *worker) handleTx() (requeue bool) {
 			w.txPolling = false // the timer brings tx back, not the poll
 			return false
 		}
-		k, b, empty, err := w.txGroup(limit, byteRoom)
+		k, b, empty, full, err := w.txGroup(limit, byteRoom)
 		pkts, bytes, unpublished = pkts+k, bytes+b, unpublished+k
 		if unpublished >= thr {
 			publish()
@@ -62,6 +63,18 @@ func (w *worker) handleTx() (requeue bool) {
 		if err != nil {
 			publish()
 			w.breakQueue(txQueue, err)
+			return false
+		}
+		if full {
+			// The chains the backend had no room for are back in the
+			// ring; kicks stay off, and the backend's writability brings
+			// tx back (vhost-net's tx poll on the socket).
+			publish()
+			if pkts > 0 {
+				w.moved(txQueue, pkts)
+				w.sawWork(txQueue, pkts)
+			}
+			w.txPolling = false
 			return false
 		}
 		if k > 0 && overWeight(c, pkts, bytes, w.tuning.TxWeightPkts, w.tuning.TxWeightBytes) {
@@ -138,8 +151,11 @@ func (w *worker) rxWaiting() bool {
 // txGroup pops up to limit chains, stopping early once byteRoom bytes (if
 // above 0) are staged, sends their frames with one frameIO.send and adds
 // them used. It returns the chains taken, the frame bytes sent, whether
-// the ring ran empty, and the error of a guest that broke the queue.
-func (w *worker) txGroup(limit, byteRoom int) (k, sent int, empty bool, err error) {
+// the ring ran empty, whether the backend was full (the chains from the
+// first frame it refused on are given back to the ring, and the worker
+// waits for it to take frames again), and the error of a guest that
+// broke the queue.
+func (w *worker) txGroup(limit, byteRoom int) (k, sent int, empty, full bool, err error) {
 	q, g := w.q[txQueue], &w.txg
 	g.reset()
 	for k < limit {
@@ -163,12 +179,18 @@ func (w *worker) txGroup(limit, byteRoom int) (k, sent int, empty bool, err erro
 			break
 		}
 	}
-	return k, w.flushTx(), empty, err
+	sent, held := w.flushTx()
+	if held > 0 {
+		w.q[txQueue].Rewind(uint16(held))
+		w.waitWritable()
+	}
+	return k - held, sent, empty && held == 0, held > 0, err
 }
 
 // txStaged is the group of tx chains handed to one frameIO.send: each
-// chain's head and frame length (-1: dropped, nothing to send) and its
-// buffers (iovecs into guest memory, vnet header first).
+// chain's head and frame length (below 0: dropped for a reason, dropLen,
+// nothing to send) and its buffers (iovecs into guest memory, vnet header
+// first).
 type txStaged struct {
 	heads  []uint16
 	lens   []int
@@ -180,6 +202,11 @@ type txStaged struct {
 	linear bool // scratch holds a frame of this group
 }
 
+// dropLen is a staged chain's length for a drop: counted only once the
+// chain is used, since a group the backend refuses in part is given back
+// to the ring from that frame on and staged again later.
+func dropLen(r DropReason) int { return -1 - int(r) }
+
 func (g *txStaged) reset() {
 	g.heads, g.lens, g.spans, g.iovs = g.heads[:0], g.lens[:0], g.spans[:0], g.iovs[:0]
 	g.bytes, g.linear = 0, false
@@ -190,27 +217,24 @@ func (g *txStaged) reset() {
 // scratch buffer; it returns false then: the group must go before another
 // such chain can.
 func (w *worker) stageTx(chain virtio.Chain) bool {
-	g, c := &w.txg, &w.p.counters[txQueue]
+	g := &w.txg
 	start, total := len(g.iovs), 0
 	for _, d := range chain.Bufs {
 		if d.Write {
-			c.drop(DropTxWritable)
 			g.iovs = g.iovs[:start]
-			g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, -1)
+			g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, dropLen(DropTxWritable))
 			return true
 		}
 		total += int(d.Len)
 	}
 	switch {
 	case total < w.hdrLen:
-		c.drop(DropTxShort)
-		g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, -1)
+		g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, dropLen(DropTxShort))
 		return true
 	case len(chain.Bufs) > maxIov:
 		frame := w.scratchBuf()[:0]
 		if total > cap(frame) {
-			c.drop(DropTxTooBig)
-			g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, -1)
+			g.heads, g.lens = append(g.heads, chain.Head), append(g.lens, dropLen(DropTxTooBig))
 			return true
 		}
 		for _, d := range chain.Bufs {
@@ -232,16 +256,19 @@ func (w *worker) stageTx(chain virtio.Chain) bool {
 }
 
 // flushTx sends the group's frames, counts what went and what the backend
-// refused, adds every chain used, and returns the frame bytes sent. If the
-// frameIO fails as a whole, the worker goes on with one writev per frame,
-// and the frames not sent go that way.
-func (w *worker) flushTx() int {
+// refused, adds the chains used, and returns the frame bytes sent and how
+// many chains, the group's last, it did not use: where the backend was
+// full (EAGAIN) from one frame to the group's end, that frame's chain and
+// those after it are held for the worker to give back to the ring, as
+// vhost-net discards the descriptors of a send that found the socket full.
+// If the frameIO fails as a whole, the worker goes on with one writev per
+// frame, and the frames not sent go that way.
+func (w *worker) flushTx() (sent, held int) {
 	g, c, q := &w.txg, &w.p.counters[txQueue], w.q[txQueue]
 	g.frames = g.frames[:0]
 	for _, sp := range g.spans {
 		g.frames = append(g.frames, g.iovs[sp[0]:sp[1]])
 	}
-	sent := 0
 	if n := len(g.frames); n > 0 {
 		if w.trace != nil {
 			w.trace.event("tx", string(w.io.name()), "", n)
@@ -258,27 +285,68 @@ func (w *worker) flushTx() int {
 				if r == resNotSent {
 					calls, _ := w.io.send(w.fd, g.frames[i:i+1], g.res[i:i+1])
 					c.syscalls.Add(uint64(calls))
+					if g.res[i] == resFull {
+						break // the rest wait with it
+					}
 				}
 			}
 		}
 	}
+	hold := w.holdFrom()
 	f := 0 // the next frame's result
 	for i, h := range g.heads {
-		if l := g.lens[i]; l >= 0 {
-			if g.res[f] < 0 {
-				c.drop(DropTxWriteError)
-			} else {
-				c.frames.Add(1)
-				c.bytes.Add(uint64(l))
-				sent += l
-				w.frameDone(txQueue, g.frames[f], l)
+		l := g.lens[i]
+		if l >= 0 && f == hold {
+			held = len(g.heads) - i
+			c.backendFull.Add(1)
+			if w.trace != nil {
+				w.trace.event("tx", "backend full", "held", held)
 			}
+			break
+		}
+		switch {
+		case l < 0:
+			c.drop(DropReason(-1 - l))
+		case g.res[f] < 0:
+			c.drop(DropTxWriteError)
+		default:
+			c.frames.Add(1)
+			c.bytes.Add(uint64(l))
+			sent += l
+			w.frameDone(txQueue, g.frames[f], l)
+		}
+		if l >= 0 {
 			f++
 		}
 		q.AddUsed(h, 0)
 	}
 	g.reset()
-	return sent
+	return sent, held
+}
+
+// resFull is a frame's result where the backend had no room for it.
+const resFull = -int(unix.EAGAIN)
+
+// holdFrom returns the first of the group's frames that the backend
+// refused for want of room, with no frame after it sent, or -1. Frames go
+// in order, so only such a tail can wait: a frame refused before one that
+// went (io_uring's requests run side by side) is a drop. A backend whose
+// peer is gone is never waited for.
+func (w *worker) holdFrom() int {
+	res, hold := w.txg.res, -1
+	if len(w.txg.frames) == 0 || w.backendEOF {
+		return -1
+	}
+	for i := len(res) - 1; i >= 0; i-- {
+		switch res[i] {
+		case resFull:
+			hold = i
+		case resNotSent:
+		default:
+			return hold
+		}
+	}
+	return hold
 }
 
 // scratchBuf holds the largest frame any backend delivers, plus one byte

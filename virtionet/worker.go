@@ -243,7 +243,14 @@ func (w *worker) run() {
 			case w.kick[rxQueue]:
 				w.onKick(rxQueue)
 			case w.fd:
-				w.enqueue(rxQueue)
+				if w.txFull && ev.Events&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
+					w.txFull = false
+					w.setBackendEvents()
+					w.enqueue(txQueue)
+				}
+				if ev.Events&^unix.EPOLLOUT != 0 {
+					w.enqueue(rxQueue)
+				}
 			case w.timerfd:
 				drainFd(w.timerfd)
 				w.polling = false
@@ -289,7 +296,7 @@ func (w *worker) onKick(qi int) {
 // enqueue schedules a queue's handler once; a broken queue gets no work,
 // nor a throttled one until its timer fires.
 func (w *worker) enqueue(qi int) {
-	if w.broken[qi] || w.throttled[qi] {
+	if w.broken[qi] || w.throttled[qi] || qi == txQueue && w.txFull {
 		return
 	}
 	for i := 0; i < w.npending; i++ {
@@ -359,13 +366,34 @@ func (w *worker) watchBackend(on bool) {
 	if w.tapWatched == on {
 		return
 	}
+	w.tapWatched = on
+	if !w.setBackendEvents() {
+		w.tapWatched = !on
+	}
+}
+
+// waitWritable has the worker wait, tx kicks off, until the backend, full,
+// takes frames again. Where epoll cannot watch it, the poll timer looks
+// again soon instead.
+func (w *worker) waitWritable() {
+	w.txFull = true
+	if !w.setBackendEvents() {
+		w.txFull = false
+		w.armPoll(burstPollNs)
+	}
+}
+
+// setBackendEvents watches the backend for what rx (readable, while the
+// guest has buffers) and tx (writable, while it was full) wait for.
+func (w *worker) setBackendEvents() bool {
 	ev := unix.EpollEvent{Fd: int32(w.fd)}
-	if on {
-		ev.Events = unix.EPOLLIN
+	if w.tapWatched {
+		ev.Events |= unix.EPOLLIN
 	}
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, w.fd, &ev); err == nil {
-		w.tapWatched = on
+	if w.txFull {
+		ev.Events |= unix.EPOLLOUT
 	}
+	return unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, w.fd, &ev) == nil
 }
 
 // dropBackend takes a backend whose peer is gone out of the epoll set:
@@ -373,6 +401,10 @@ func (w *worker) watchBackend(on bool) {
 func (w *worker) dropBackend() {
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
 	w.tapWatched = false
+	if w.txFull { // what waited goes now: a write to a closed peer fails
+		w.txFull = false
+		w.enqueue(txQueue)
+	}
 	w.d.cfg.Log("net %s: the backend closed; rx stops", w.d.cfg.Ifname)
 }
 
@@ -440,7 +472,7 @@ func (w *worker) pollsAfter(qi, pkts int) bool {
 // without an exit and without waking the worker. The run loop's last look
 // turns the kicks back on.
 func (w *worker) pollTxToo(pkts int) {
-	if w.txPolling || w.throttled[txQueue] || w.broken[txQueue] || !w.pollsAfter(rxQueue, pkts) {
+	if w.txPolling || w.txFull || w.throttled[txQueue] || w.broken[txQueue] || !w.pollsAfter(rxQueue, pkts) {
 		return
 	}
 	w.q[txQueue].SuppressNotify()
@@ -453,10 +485,11 @@ func (w *worker) busyPolling() bool {
 }
 
 // pollCanMove reports whether a busy poll could move a frame: a queue
-// that is throttled or broken waits for its timer or a reset, so with both
+// that is throttled, broken or (tx) waiting for room in the backend waits
+// for its timer, a reset or epoll, so with both
 // in that state the worker sleeps instead of spinning out PollUs.
 func (w *worker) pollCanMove() bool {
-	idle := func(qi int) bool { return w.throttled[qi] || w.broken[qi] }
+	idle := func(qi int) bool { return w.throttled[qi] || w.broken[qi] || qi == txQueue && w.txFull }
 	return !idle(txQueue) || !idle(rxQueue)
 }
 

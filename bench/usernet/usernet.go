@@ -94,7 +94,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Runs, "runs", 5, "boots of each system, alternating (medians are reported)")
 	fs.IntVar(&o.RR, "rr", 50, "connect+GET+close round trips per boot")
 	fs.IntVar(&o.DNS, "dns", 50, "DNS lookups per boot")
-	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1)")
+	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1), tinyvmm:--FLAG=VALUE tinyvmm run with one more flag (e.g. --poll-us=0)")
 	fs.StringVar(&o.Net, "net", "user", "the --net of tinyvmm's guest (e.g. user,mtu=9000)")
 	fs.StringVar(&o.RunArgs, "run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
 	fs.StringVar(&o.QEMU, "qemu", "qemu-system-x86_64", "QEMU's `binary`")
@@ -428,11 +428,15 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 			return "", err
 		}
 		args := append([]string{"run", "--net", o.Net, "--timeout", o.BootTimeout.String()}, strings.Fields(o.RunArgs)...)
+		variant, _ := strings.CutPrefix(sys, "tinyvmm:")
+		if strings.HasPrefix(variant, "--") {
+			args = append(args, variant)
+		}
 		args = append(args, "--", "sh", "-c", script)
 		cmd = exec.Command(vmm, args...)
 		cmd.Env = os.Environ()
-		if env, ok := strings.CutPrefix(sys, "tinyvmm:"); ok {
-			cmd.Env = append(cmd.Env, env)
+		if variant != sys && !strings.HasPrefix(variant, "--") {
+			cmd.Env = append(cmd.Env, variant)
 		}
 		if profile != "" {
 			cmd.Env = append(cmd.Env, userproc.ProfileEnv+"="+profile)
@@ -444,6 +448,8 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 		if o.QEMUAccel != "kvm" {
 			cpu = "max"
 		}
+		// q35 with its PIT: without one this Linux panics at boot
+		// ("IO-APIC + timer doesn't work") under TCG.
 		cmd = exec.Command(o.QEMU, "-accel", o.QEMUAccel, "-M", "q35", "-cpu", cpu, "-m", "256M", "-smp", "1",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", o.Kernel, "-initrd", o.Initrd, "-append", cmdline,

@@ -12,9 +12,12 @@ import (
 // QEMUData are the firmware files that the bench's QEMU command line
 // (bench/e2e/guest.go: -M q35, -kernel with a PVH ELF, virtio-net-pci) opens, as
 // strace showed: SeaBIOS, the PVH boot option ROM, the vAPIC option ROM and
-// virtio-net's option ROM; and qboot, the firmware of bench boot's -M microvm.
-// Nothing else of QEMU's data goes into L1.
-var QEMUData = []string{"bios-256k.bin", "pvh.bin", "kvmvapic.bin", "efi-virtio.rom", "bios-microvm.bin"}
+// virtio-net's option ROM; qboot, the firmware of bench boot's -M microvm;
+// and the option ROM that boots a bzImage (bench usernet's -kernel), without
+// which QEMU only warns and SeaBIOS finds nothing to boot: the guest waits
+// there until the benchmark's timeout. Nothing else of QEMU's data goes
+// into L1.
+var QEMUData = []string{"bios-256k.bin", "pvh.bin", "kvmvapic.bin", "efi-virtio.rom", "bios-microvm.bin", "linuxboot_dma.bin"}
 
 // qemuDataDirs are where Debian's QEMU looks for firmware, relative to its
 // binary's directory (its --firmwarepath), in its order; the files are
