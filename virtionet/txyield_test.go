@@ -51,16 +51,26 @@ func TestTxRunYieldsToWaitingRx(t *testing.T) {
 			armed.Store(true)
 			r.txBurst(burst, 60)
 			r.tx.Kick()
+			drained := make(chan struct{})
 			go func() { // keep the peer's socket from filling
+				defer close(drained)
 				buf := make([]byte, 2048)
-				for i := 0; i < burst; i++ {
+				fds := []unix.PollFd{{Fd: int32(r.sp.Peer), Events: unix.POLLIN}}
+				for got := 0; got < burst; {
+					// A poll with a timeout, not a bare read: a read
+					// blocked on a socket outlives its close.
+					if n, _ := unix.Poll(fds, 2000); n <= 0 {
+						return
+					}
 					if _, err := unix.Read(r.sp.Peer, buf); err != nil {
 						return
 					}
+					got++
 				}
 			}()
 			r.waitUsed(r.rx, 1, nil)
 			r.waitUsed(r.tx, burst, nil)
+			<-drained
 			got := popsBeforeRx.Load()
 			if got < 1 || got > int64(c.maxPops) || (c.yield == 0 && got != burst) {
 				t.Errorf("the frame for the guest waited for %d tx pops, want %d at most (all %d under vhost's rule)\n%s",
