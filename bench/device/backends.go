@@ -85,19 +85,23 @@ func backendRun(mech string, d time.Duration) (BackendRow, error) {
 	frame := ethframe.AppendUDP(nil, otherMAC, net.HardwareAddr{2, 0, 0, 0, 0, 1}, HostIP, GuestIP, 5000, 9,
 		make([]byte, 64-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen))
 	var stopSend, stopRead atomic.Bool
-	var frames, syscalls, cpu atomic.Uint64
+	var frames, syscalls atomic.Uint64
+	var tid atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); hostFlood(sfd, [][]byte{frame}, &stopSend) }()
 	go func() {
 		defer wg.Done()
-		readLoop(mech, rfd, &stopRead, &frames, &syscalls, &cpu)
+		readLoop(mech, rfd, &stopRead, &frames, &syscalls, &tid)
 	}()
 	time.Sleep(30 * time.Millisecond)
-	f0, s0, c0 := frames.Load(), syscalls.Load(), threadCPUSample(&cpu)
+	for wait := time.Now(); tid.Load() == 0 && time.Since(wait) < 5*time.Second; {
+		time.Sleep(time.Millisecond) // a starved reader has not started yet
+	}
+	f0, s0, c0 := frames.Load(), syscalls.Load(), threadCPUSample(&tid)
 	start := time.Now()
 	time.Sleep(d)
-	f1, s1, c1 := frames.Load(), syscalls.Load(), threadCPUSample(&cpu)
+	f1, s1, c1 := frames.Load(), syscalls.Load(), threadCPUSample(&tid)
 	elapsed := time.Since(start)
 	stopSend.Store(true)
 	stopRead.Store(true)
@@ -112,16 +116,18 @@ func backendRun(mech string, d time.Duration) (BackendRow, error) {
 	return row, nil
 }
 
-// threadCPUSample returns the reader thread's CPU time, which the reader
-// publishes in cpu (its own /proc schedstat reading needs its tid).
-func threadCPUSample(cpu *atomic.Uint64) uint64 { return cpu.Load() }
+// threadCPUSample returns the CPU time of the reader thread, whose id the
+// reader publishes in tid. It is read here, at the moment of the sample:
+// a reader that published its own time now and then left a starved one's
+// last frames with no CPU at all (a loaded machine).
+func threadCPUSample(tid *atomic.Int64) uint64 { return schedstat.ThreadCPU(int(tid.Load())) }
 
-// readLoop reads frames until stop, counting frames and system calls, and
-// keeps cpu up to date with its thread's CPU time.
-func readLoop(mech string, fd int, stop *atomic.Bool, frames, syscalls, cpu *atomic.Uint64) {
+// readLoop reads frames until stop, counting frames and system calls; it
+// publishes its thread's id in tid first.
+func readLoop(mech string, fd int, stop *atomic.Bool, frames, syscalls *atomic.Uint64, tid *atomic.Int64) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := unix.Gettid()
+	tid.Store(int64(unix.Gettid()))
 	const batch = 64
 	bufs := make([][2048]byte, batch)
 	iovs := make([]unix.Iovec, batch)
@@ -132,7 +138,6 @@ func readLoop(mech string, fd int, stop *atomic.Bool, frames, syscalls, cpu *ato
 		msgs[i].hdr.Iov = &iovs[i]
 		msgs[i].hdr.SetIovlen(1)
 	}
-	last := time.Now()
 	for !stop.Load() {
 		var n int
 		var e unix.Errno
@@ -151,10 +156,6 @@ func readLoop(mech string, fd int, stop *atomic.Bool, frames, syscalls, cpu *ato
 			// Let a backlog build, so that each drain shows what the
 			// mechanism costs per frame when frames are waiting.
 			time.Sleep(500 * time.Microsecond)
-		}
-		if time.Since(last) > 5*time.Millisecond {
-			cpu.Store(schedstat.ThreadCPU(tid))
-			last = time.Now()
 		}
 	}
 }

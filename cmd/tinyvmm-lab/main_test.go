@@ -35,7 +35,7 @@ func TestErrors(t *testing.T) {
 		{"bench e2e runs 0", []string{"bench", "e2e", "--runs", "0", "--secs", "1", "--budget", "1ms"}, "--runs 0"},
 		{"bench e2e unknown cell", []string{"bench", "e2e", "--only", "rx64,rx99", "--budget", "1ms"}, `--only: no cell "rx99"`},
 		{"bench boot bad flag", []string{"bench", "boot", "--bogus"}, "unknown flag --bogus; see tinyvmm-lab bench boot --help"},
-		{"bench share runs 0", []string{"bench", "share", "--runs", "0"}, "--size, --files, --runs and --cpus must be at least 1"},
+		{"bench share runs 0", []string{"bench", "share", "--runs", "0"}, "--size, --files, --qemu-files, --runs and --cpus must be at least 1"},
 		{"bench usernet not user", []string{"bench", "usernet", "--net", "tap=t0"}, "for a user network"},
 		{"nested smp 0", []string{"nested", "-repo", ".", "-smp", "0"}, "-smp 0: want 1..64 CPUs"},
 		{"nested bad flag", []string{"nested", "-bogus"}, "flag provided but not defined: -bogus"},
