@@ -18,7 +18,7 @@ type rxState struct {
 	bounce    []byte       // a frame read before its chains are known
 	bounceIov []unix.Iovec
 	held      int // the bounce buffer holds a frame of this length, waiting for buffers
-	guess     int // with MRG_RXBUF, the bytes of chains readEach lines up for the next frame (rxGuess)
+	guess     int // with MRG_RXBUF, the bytes of chains readEach lines up for the next frame
 
 	tapWatched bool // the backend is in the epoll set
 	backendEOF bool // the backend's peer closed: never watch it again
