@@ -21,6 +21,7 @@ var datapathCases = []struct {
 	{"KickSuppression", testKickSuppressionAvailEvent},
 	{"TxPollModeKeepsKicksOff", testTxPollModeKeepsKicksOff},
 	{"LoneFrameKeepsKicks", testLoneFrameKeepsKicks},
+	{"KicksAreNotRead", testKicksAreNotRead},
 	{"LoneRxPollTakesTheReply", testLoneRxPollTakesTheReplyWithoutAKick},
 	{"RxIrqGapCoalesces", testRxIrqGapCoalesces},
 	{"HostileTxChain", testHostileTxChainFailsOnlyTx},

@@ -46,6 +46,14 @@ type ioFailure struct{ err error }
 
 func (e *ioFailure) Error() string { return e.err.Error() }
 
+// isIOFailure reports whether err is an ioFailure. errors.AsType, not
+// errors.As: the target errors.As needs escapes, and rxStopped, which
+// sees an EAGAIN at the end of nearly every rx run, would allocate per run.
+func isIOFailure(err error) bool {
+	_, ok := errors.AsType[*ioFailure](err)
+	return ok
+}
+
 // errBackendEOF: the backend's peer is gone (a read returned 0 bytes, or
 // the tap's interface was deleted). It is not watched again: EOF stays
 // readable and would spin the worker.

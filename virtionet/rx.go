@@ -412,12 +412,11 @@ func (w *worker) deliver(got int, bytes, frames *int) {
 
 // rxStopped turns what ended a recv early into the handler's next step.
 func (w *worker) rxStopped(err error) rxResult {
-	var failed *ioFailure
 	switch {
 	case errors.Is(err, unix.EAGAIN):
 	case errors.Is(err, errBackendEOF):
 		w.backendEOF = true
-	case errors.As(err, &failed):
+	case isIOFailure(err):
 		w.fallBack(err) // frames still waiting wake the worker again
 	default:
 		w.p.counters[rxQueue].drop(DropRxReadError) // level-triggered epoll brings us back
