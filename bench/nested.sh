@@ -18,6 +18,9 @@
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
 #   NESTED_TIMEOUT=90m bench/nested.sh --runs 9 ...   # the runner's bound on the whole run (default 25m)
+#   NESTED_FILES=/tmp/tinyvmm-old bench/nested.sh --variant old=bin:/files/tinyvmm-old ...
+#       # host files into L1's /files: here another tinyvmm build, run beside this one,
+#       # interleaved (an A/B of two builds in one invocation)
 #
 # The host's iperf3 (apt-get install iperf3) goes into L1 when the host has
 # it: bench e2e's Linux-guest cells (linux) need it on L1's side of the tap.
@@ -41,10 +44,16 @@ perftxt=out/bench/nested-perf.txt
 # nested CMD...: the bench in L1, then the lines that print its output
 # files on the console. -stall: a healthy bench prints a line at least
 # every ~90 s (one run's bound).
+# The runner starts the bench in /files when there are files, so the
+# repository's paths (/repo in L1) are spelled out.
+l1repo=/repo
+files=
+for f in ${NESTED_FILES:-}; do files="$files -file $f"; done
+set -- --guest $l1repo/out/guest/bench.elf --tinyvmm $l1repo/bin/tinyvmm --out $l1repo/out/bench "$@"
 nested() {
 	bin/tinyvmm-lab nested -lab -with-qemu ${NESTED_PERF:+-perf} -smp "${NESTED_SMP:-1}" -stall 3m \
-		-timeout "${NESTED_TIMEOUT:-25m}" $(command -v iperf3 >/dev/null && echo -tool iperf3) \
-		-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/e2e.json' -run 'busybox echo NESTED-JSON-END' "$@"
+		-timeout "${NESTED_TIMEOUT:-25m}" $(command -v iperf3 >/dev/null && echo -tool iperf3) $files \
+		-run 'busybox echo NESTED-JSON-BEGIN' -run "busybox cat $l1repo/out/bench/e2e.json" -run 'busybox echo NESTED-JSON-END' "$@"
 }
 rm -f "$prof" "$profrx" "$perftxt"
 status=0

@@ -34,7 +34,7 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.Pin, "pin", o.Pin, "give each run's vCPU thread the last CPU to itself, the harness and the VMMs' other threads the rest, as a host tuned for VMs does (needs 2 CPUs)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
 	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
-	fs.Func("variant", "also run tinyvmm with extra flags, interleaved: `NAME=FLAGS`, the flags apart by commas or spaces (like fast=--worker-batch,--poll-us=200; net:KEY=VALUE goes into the NIC's --net, like vec=net:io=writev; repeatable)", func(v string) error {
+	fs.Func("variant", "also run tinyvmm with extra flags, interleaved: `NAME=FLAGS`, the flags apart by commas or spaces (like fast=--worker-batch,--poll-us=200; net:KEY=VALUE goes into the NIC's --net, like vec=net:io=writev; bin:PATH runs another tinyvmm build, like old=bin:/tmp/tinyvmm-old; repeatable)", func(v string) error {
 		name, flags, ok := strings.Cut(v, "=")
 		if !ok || name == "" || strings.TrimSpace(flags) == "" {
 			return fmt.Errorf("want NAME=FLAGS, like batch=--worker-batch")

@@ -60,7 +60,7 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 			args = append(args, "--bench-guest")
 		}
 		args = append(args, "--append", cmdline, "--net", net, "--mem", "256M")
-		return exec.Command(c.Tinyvmm, append(args, extra...)...)
+		return exec.Command(c.tinyvmmBin(), append(args, extra...)...)
 	default:
 		machine := c.QEMUMachine
 		if machine == "" {
@@ -88,17 +88,30 @@ func (c GuestConfig) command(vmm VMM, cmdline string) *exec.Cmd {
 }
 
 // tinyvmmNet is tinyvmm's --net for the bench's tap with TinyvmmArgs'
-// net:KEY=VALUE options, and the rest of TinyvmmArgs.
+// net:KEY=VALUE options, and the rest of TinyvmmArgs but bin:PATH.
 func (c GuestConfig) tinyvmmNet() (net string, extra []string) {
 	net = "tap=" + TapName
 	for _, a := range c.TinyvmmArgs {
 		if opt, ok := strings.CutPrefix(a, "net:"); ok {
 			net += "," + opt
-		} else {
+		} else if !strings.HasPrefix(a, "bin:") {
 			extra = append(extra, a)
 		}
 	}
 	return net, extra
+}
+
+// tinyvmmBin is the tinyvmm binary to run: TinyvmmArgs' bin:PATH (a
+// variant that is another build, for an A/B of two builds interleaved in
+// one invocation), else Tinyvmm.
+func (c GuestConfig) tinyvmmBin() string {
+	bin := c.Tinyvmm
+	for _, a := range c.TinyvmmArgs {
+		if p, ok := strings.CutPrefix(a, "bin:"); ok {
+			bin = p
+		}
+	}
+	return bin
 }
 
 // DefaultQEMUMachine is the bench's QEMU machine: q35 without the i8254

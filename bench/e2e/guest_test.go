@@ -358,3 +358,20 @@ func TestTinyvmmVariantNetOptions(t *testing.T) {
 		t.Errorf("command with irq=1:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A variant's bin:PATH runs another tinyvmm build, for the bench guest and
+// the Linux guest alike, and is no flag of tinyvmm's.
+func TestTinyvmmVariantBinary(t *testing.T) {
+	c := GuestConfig{ELF: "g.elf", Tinyvmm: "tinyvmm", TinyvmmArgs: []string{"bin:/tmp/tinyvmm-old", "--poll-us=0"}}
+	cmd := c.command(Tinyvmm, "mode=tx")
+	if cmd.Path != "/tmp/tinyvmm-old" || slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.Contains(a, "bin:") }) {
+		t.Errorf("command %s %q, want /tmp/tinyvmm-old without bin:", cmd.Path, cmd.Args)
+	}
+	if lx := c.lxCommand(Tinyvmm, lxGuest{Kernel: "k", Initrd: "i"}); lx.Path != "/tmp/tinyvmm-old" {
+		t.Errorf("Linux guest's command runs %s, want /tmp/tinyvmm-old", lx.Path)
+	}
+	c.TinyvmmArgs = []string{"--poll-us=0"}
+	if cmd := c.command(Tinyvmm, "mode=tx"); cmd.Args[0] != "tinyvmm" {
+		t.Errorf("without bin: the command runs %s, want tinyvmm", cmd.Args[0])
+	}
+}

@@ -113,6 +113,9 @@ type threadSwitches map[string]threadCounts
 type threadCounts struct {
 	slept, preempted uint64
 	user, sys, guest uint64 // clock ticks (USER_HZ); user includes guest
+	// waited: ns runnable but waiting for a CPU (schedstat's second
+	// field): how long the thread's wakeups took to turn into running
+	waited uint64
 	// worker: a kernel worker serving the VMM from outside its thread
 	// group (vhost-net's, vhost.go)
 	worker bool
@@ -175,6 +178,11 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 		c.user, c.sys = utime, stime
 		c.guest, _ = strconv.ParseUint(f[43-3], 10, 64)
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "schedstat")); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			c.waited, _ = strconv.ParseUint(f[1], 10, 64)
+		}
+	}
 	return c, true
 }
 
@@ -207,19 +215,23 @@ func statFields(path string) []string {
 // serve the VMM (vhost-net's, read with it) count in all of these, and
 // their host CPU time is also vmm_worker_cpu_ms. The split is the
 // kernel's tick sampling: good to a tick (10 ms) per thread. A thread born
-// meanwhile counts whole.
+// meanwhile counts whole. vmm_runq_wait_us is the time the threads were
+// runnable but waited for a CPU (schedstat): a wakeup's delay before the
+// device's worker, or vhost-net's, runs, on the CPU it shares with the
+// sender.
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
 	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0,
 		"vmm_host_cpu_ms": 0, "vmm_guest_cpu_ms": 0, "vmm_user_cpu_ms": 0, "vmm_sys_cpu_ms": 0,
-		"vmm_busiest_user_cpu_ms": 0, "vmm_busiest_sys_cpu_ms": 0, "vmm_worker_cpu_ms": 0}
+		"vmm_busiest_user_cpu_ms": 0, "vmm_busiest_sys_cpu_ms": 0, "vmm_worker_cpu_ms": 0, "vmm_runq_wait_us": 0}
 	for tid, now := range t {
 		b := before[tid]
-		if now.slept < b.slept || now.preempted < b.preempted || now.user < b.user || now.sys < b.sys || now.guest < b.guest {
+		if now.slept < b.slept || now.preempted < b.preempted || now.user < b.user || now.sys < b.sys || now.guest < b.guest || now.waited < b.waited {
 			continue // a thread id reused
 		}
 		woke := now.slept - b.slept
 		d["vmm_wakeups"] += woke
 		d["vmm_preemptions"] += now.preempted - b.preempted
+		d["vmm_runq_wait_us"] += (now.waited - b.waited) / 1000
 		d["vmm_wakeups_max"] = max(d["vmm_wakeups_max"], woke)
 		if tid == strconv.Itoa(pid+1) {
 			d["vmm_wakeups_tid2"] = woke

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,6 +88,12 @@ func TestThreadSwitchesSince(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(strings.Join(f, " ")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// schedstat: on-CPU ns, ns waiting for a CPU, timeslices; the
+		// wait grows by 1 ms per voluntary switch here.
+		n, _ := strconv.Atoi(vol)
+		if err := os.WriteFile(filepath.Join(dir, "schedstat"), []byte(fmt.Sprintf("5 %d 7\n", n*1000000)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	write("9", "10", "1", "100", "10", "90")
 	write("10", "5", "0", "20", "30", "0")
@@ -105,7 +113,7 @@ func TestThreadSwitchesSince(t *testing.T) {
 	got := after.since(before, 9)
 	want := map[string]uint64{"vmm_wakeups": 77, "vmm_preemptions": 3, "vmm_threads_woken": 3, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
 		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 500, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 340,
-		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120}
+		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120, "vmm_runq_wait_us": 77000}
 	if !maps.Equal(got, want) {
 		t.Errorf("since = %v, want %v", got, want)
 	}

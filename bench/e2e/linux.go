@@ -118,7 +118,7 @@ func (c GuestConfig) lxCommand(v VMM, g lxGuest) *exec.Cmd {
 		net, extra := c.tinyvmmNet()
 		args := append([]string{"run", "--kernel", g.Kernel, "--initrd", g.Initrd, "--cpus", "1", "--mem", "256M",
 			"--net", net, "--append", lxKernelArgs}, extra...)
-		return exec.Command(c.Tinyvmm, append(append(args, "--"), argv...)...)
+		return exec.Command(c.tinyvmmBin(), append(append(args, "--"), argv...)...)
 	}
 	vhost, cpu := "vhost=off", "host"
 	if v == QEMUVhost {
@@ -532,6 +532,7 @@ func lxPerFrame(before, after lxSnap, pid int) map[string]float64 {
 	}
 	sw := after.sw.since(before.sw, pid)
 	d["host_cpu_us_per_frame"] = float64(sw["vmm_host_cpu_ms"]) * 1000 / frames
+	d["runq_wait_us_per_frame"] = float64(sw["vmm_runq_wait_us"]) / frames
 	d["worker_cpu_ms"] = float64(sw["vmm_worker_cpu_ms"])
 	return d
 }

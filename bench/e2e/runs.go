@@ -213,6 +213,7 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 	s.Detail["vmm_workers"] = float64(run.Workers)
 	if cpu, ok := s.Detail["vmm_host_cpu_ms"]; ok && frames > 0 {
 		s.Detail["host_cpu_us_per_frame"] = cpu * 1000 / frames
+		s.Detail["runq_wait_us_per_frame"] = s.Detail["vmm_runq_wait_us"] / frames
 	}
 }
 
