@@ -116,6 +116,7 @@ type threadCounts struct {
 	// waited: ns runnable but waiting for a CPU (schedstat's second
 	// field): how long the thread's wakeups took to turn into running
 	waited uint64
+	name   string // the thread's name (status' Name), vhost-PID as vhost
 	// worker: a kernel worker serving the VMM from outside its thread
 	// group (vhost-net's, vhost.go)
 	worker bool
@@ -161,6 +162,13 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
+			continue
+		}
+		if k == "Name" {
+			c.name = strings.TrimSpace(v)
+			if strings.HasPrefix(c.name, "vhost-") {
+				c.name = "vhost"
+			}
 			continue
 		}
 		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
@@ -218,7 +226,9 @@ func statFields(path string) []string {
 // meanwhile counts whole. vmm_runq_wait_us is the time the threads were
 // runnable but waited for a CPU (schedstat): a wakeup's delay before the
 // device's worker, or vhost-net's, runs, on the CPU it shares with the
-// sender.
+// sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
+// vmm_runq_wait_us:NAME; vhost-PID as vhost): which thread, the device's
+// or a vCPU or the runtime's, used the CPU and waited for it.
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
 	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0,
 		"vmm_host_cpu_ms": 0, "vmm_guest_cpu_ms": 0, "vmm_user_cpu_ms": 0, "vmm_sys_cpu_ms": 0,
@@ -232,6 +242,7 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		d["vmm_wakeups"] += woke
 		d["vmm_preemptions"] += now.preempted - b.preempted
 		d["vmm_runq_wait_us"] += (now.waited - b.waited) / 1000
+		d["vmm_runq_wait_us:"+now.name] += (now.waited - b.waited) / 1000
 		d["vmm_wakeups_max"] = max(d["vmm_wakeups_max"], woke)
 		if tid == strconv.Itoa(pid+1) {
 			d["vmm_wakeups_tid2"] = woke
@@ -245,6 +256,7 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		sys := now.sys - b.sys
 		d["vmm_guest_cpu_ms"] += guest * 1000 / userHZ
 		d["vmm_host_cpu_ms"] += (user + sys) * 1000 / userHZ
+		d["vmm_host_cpu_ms:"+now.name] += (user + sys) * 1000 / userHZ
 		d["vmm_user_cpu_ms"] += user * 1000 / userHZ
 		d["vmm_sys_cpu_ms"] += sys * 1000 / userHZ
 		if now.worker {

@@ -75,7 +75,11 @@ func TestThreadSwitchesSince(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		s := "Name:\ttinyvmm\nvoluntary_ctxt_switches:\t" + vol + "\nnonvoluntary_ctxt_switches:\t" + nonvol + "\n"
+		name := "tinyvmm"
+		if tid == "20" {
+			name = "vhost-9"
+		}
+		s := "Name:\t" + name + "\nvoluntary_ctxt_switches:\t" + vol + "\nnonvoluntary_ctxt_switches:\t" + nonvol + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "status"), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +117,8 @@ func TestThreadSwitchesSince(t *testing.T) {
 	got := after.since(before, 9)
 	want := map[string]uint64{"vmm_wakeups": 77, "vmm_preemptions": 3, "vmm_threads_woken": 3, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
 		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 500, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 340,
-		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120, "vmm_runq_wait_us": 77000}
+		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120, "vmm_runq_wait_us": 77000,
+		"vmm_host_cpu_ms:tinyvmm": 380, "vmm_runq_wait_us:tinyvmm": 47000, "vmm_host_cpu_ms:vhost": 120, "vmm_runq_wait_us:vhost": 30000}
 	if !maps.Equal(got, want) {
 		t.Errorf("since = %v, want %v", got, want)
 	}
