@@ -3,6 +3,7 @@ package vmm
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -324,4 +325,38 @@ func dynamicProgram(t *testing.T) string {
 	}
 	t.Skip("no dynamically linked program on the host (the nested runner's -with-qemu brings QEMU)")
 	return ""
+}
+
+// TestLinuxGuestShareQueues: with 2 vCPUs, a reader on each CPU sends its
+// requests on a request queue of its own (the default guest's kernel maps
+// each CPU to the queue whose interrupt it takes), as the device's
+// per-queue counts show.
+func TestLinuxGuestShareQueues(t *testing.T) {
+	bin := tinyvmmCLI(t)
+	dir := userDir(t)
+	for _, f := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dir, f), bytes.Repeat([]byte(f), 1<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statsFile := filepath.Join(dir, "stats.json")
+	status, out, _ := runCLI(t, bin, dir, "run", "--cpus", "2", "--stats="+statsFile, "--share", dir+":/mnt", "--",
+		"sh", "-c", "taskset -c 0 cat /mnt/a >/dev/null && taskset -c 1 cat /mnt/b >/dev/null")
+	if status != 0 {
+		t.Fatalf("status %d; console:\n%s", status, out)
+	}
+	raw, err := os.ReadFile(statsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats struct {
+		Shares []struct{ Queues []uint64 }
+	}
+	if err := json.Unmarshal(raw, &stats); err != nil || len(stats.Shares) != 1 {
+		t.Fatalf("stats %s: %v", raw, err)
+	}
+	q := stats.Shares[0].Queues
+	if len(q) != 3 || q[1] == 0 || q[2] == 0 {
+		t.Fatalf("requests per queue (hiprio, then request queues) %v: want both request queues used", q)
+	}
 }
