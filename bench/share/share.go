@@ -67,8 +67,8 @@ type Runs struct {
 	Par4MiBs []float64 `json:"parallel4_mib_s"`
 	// Par1Busy and Par4Busy: the CPUs busy during each parallel cell
 	// where it ran (from /proc/stat: busy time over wall time, so 4.0
-	// is 4 CPUs kept busy), and CPUs the ones it had. Busy CPUs near
-	// CPUs mean the readers were bound by the CPU; far below, by waits.
+	// is 4 CPUs kept busy); CPUs: how many it had. Busy CPUs near CPUs
+	// mean the readers were bound by the CPU; far below, by waits.
 	Par1Busy []float64 `json:"parallel1_busy_cpus,omitempty"`
 	Par4Busy []float64 `json:"parallel4_busy_cpus,omitempty"`
 	CPUs     int       `json:"cpus,omitempty"`
@@ -277,6 +277,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	} else {
 		rep.QEMUWhy = why
 	}
+	rep.finish() // the anchor's ratios too
 	printReport(stdout, &rep)
 	if err := write(); err != nil {
 		return err
