@@ -1,5 +1,7 @@
 #!/bin/bash
 # tinyvmm-lab bench share in the nested L1 (real KVM): writes out/bench/share.json
+# (headline keys: --share-cache=always, the CI recipes' path; auto_* the default's;
+# host_parallel_speedup the host's own 4 readers over 1, the CPUs' ceiling)
 # and the log out/bench/share-nested.log. Arguments go to bench share
 # (default --runs 5 --qemu-runs 1 --qemu-timeout 4m: the anchor's 9p is slow). NESTED_SMP sets L1's CPUs (default 4: the guest gets
 # 4 vCPUs for the parallel readers); NESTED_ARGS adds runner flags (say,

@@ -27,7 +27,6 @@ const (
 	opRename      = 12
 	opLink        = 13
 	opOpen        = 14
-	opRead        = 15
 	opWrite       = 16
 	opStatfs      = 17
 	opRelease     = 18

@@ -14,6 +14,7 @@ import (
 
 	"tinyvmm/sharefs"
 	"tinyvmm/virtio"
+	"tinyvmm/virtio/virtiotest"
 )
 
 func TestConfigSpace(t *testing.T) {
@@ -291,7 +292,7 @@ func TestHandleLimit(t *testing.T) {
 	g := &guest{t: t}
 	call := func(req []byte) (unix.Errno, []byte) {
 		out := make([]byte, 4096)
-		n := s.handle([]virtio.Desc{{Buf: req}, {Write: true, Buf: out}})
+		n, _ := s.handle([]virtio.Desc{{Buf: req}, {Write: true, Buf: out}})
 		return g.check(req, out[:n])
 	}
 	call(g.request(opInit, 0, uint32(7), uint32(31), uint32(0), uint32(0)))
@@ -308,5 +309,74 @@ func TestHandleLimit(t *testing.T) {
 	}
 	if e, b := call(g.request(opRead, 2, readIn(1, 0, 10)...)); e != 0 || string(b) != "x" {
 		t.Fatalf("read of the first handle: %q %v", b, e)
+	}
+}
+
+// TestRequestQueues: each request queue is served, its replies go back on
+// its own ring, and the stats count the requests per queue (what shows a
+// multi-queue guest spreading its readers).
+func TestRequestQueues(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("data"), 0o644)
+	share, err := sharefs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	dev, err := New(Config{Tag: "share0", Share: share, RequestQueues: 3, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(dev.QueueMaxSizes()); n != 4 {
+		t.Fatalf("%d queues offered, want hiprio and 3", n)
+	}
+	drv := virtiotest.New(16 << 20)
+	hi, err := drv.NewQueue(16, virtiotest.RingOptions{BufSize: 4096, EventIdx: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rings []*virtiotest.Ring
+	for range 3 {
+		rq, err := drv.NewQueue(64, virtiotest.RingOptions{BufSize: bufSize, EventIdx: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings = append(rings, rq)
+	}
+	if err := dev.Activate(drv.Activation(dev.Features(), hi, rings[0], rings[1], rings[2])); err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	defer dev.Reset()
+	g := func(i int) *guest {
+		return &guest{t: t, drv: drv, hi: hi, rq: rings[i], dev: dev, unique: uint64(i) << 32, replies: map[uint16][]byte{}}
+	}
+	g(0).init()
+	g(2).mustLookup(rootID, "f")
+	g(2).mustLookup(rootID, "f")
+	g(1).mustLookup(rootID, "f")
+	if got := dev.Stats().Queues; !slices.Equal(got, []uint64{0, 1, 1, 2}) {
+		t.Fatalf("requests per queue %v, want [0 1 1 2]", got)
+	}
+}
+
+// TestReadTime: the device sums the time it spends on READs.
+func TestReadTime(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), bytes.Repeat([]byte("x"), 8192), 0o644)
+	g := newGuest(t, dir, false)
+	f := g.mustLookup(rootID, "f")
+	fh, e := g.open(f.node, unix.O_RDONLY)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	if st := g.dev.Stats(); st.ReadNanos != 0 {
+		t.Fatalf("%d ns of READs before any", st.ReadNanos)
+	}
+	if b, e := g.read(f.node, fh, 0, 8192); e != 0 || len(b) != 8192 {
+		t.Fatalf("read: %d bytes, %v", len(b), e)
+	}
+	if st := g.dev.Stats(); st.ReadNanos == 0 || st.Ops["READ"] != 1 {
+		t.Fatalf("after a READ: %d ns over %d READs", st.ReadNanos, st.Ops["READ"])
 	}
 }

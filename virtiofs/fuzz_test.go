@@ -139,7 +139,7 @@ func FuzzRequest(f *testing.F) {
 		// CacheAlways, OPENDIR is refused and READDIR has no handle.
 		s.fs.cache = Cache(split >> 7)
 		stuck := time.AfterFunc(5*time.Second, s.fs.closeAll)
-		n := s.handle(bufs)
+		n, _ := s.handle(bufs)
 		stuck.Stop()
 		s.fs.cache = CacheAuto
 		if n < 0 || n > int(room) {
@@ -160,7 +160,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		probe := g.request(opGetattr, rootID, uint32(0), uint32(0), uint64(0))
 		reply := make([]byte, 4096)
-		if n := s.handle([]virtio.Desc{{Buf: probe}, {Write: true, Buf: reply}}); n < outHeaderLen || reply[4] != 0 {
+		if n, _ := s.handle([]virtio.Desc{{Buf: probe}, {Write: true, Buf: reply}}); n < outHeaderLen || reply[4] != 0 {
 			t.Fatalf("after %x the device no longer answers GETATTR of the root: %x", req, reply[:n])
 		}
 		if b, err := os.ReadFile(fuzzTarget.sentinel); err != nil || string(b) != "keep" {

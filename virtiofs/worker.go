@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -25,6 +26,7 @@ const (
 	opForget      = 2
 	opBatchForget = 42
 	opInterrupt   = 36
+	opRead        = 15
 )
 
 // session is one activation: the FUSE session and a worker per queue.
@@ -47,6 +49,7 @@ type session struct {
 // queueWorker takes chains off one queue and hands each to a goroutine.
 type queueWorker struct {
 	s    *session
+	idx  int // the queue's index: 0 is hiprio
 	q    *virtio.Queue
 	kick *os.File // a dup of the queue's kick eventfd, in Go's poller
 	irq  virtio.Interrupt
@@ -92,7 +95,7 @@ func newSession(d *Device, a virtio.Activation) (*session, error) {
 			s.closeKicks()
 			return nil, fmt.Errorf("virtio-fs: queue %d kick: %w", i, err)
 		}
-		w := &queueWorker{s: s, q: q, kick: os.NewFile(uintptr(kfd), "kick"), fail: fail, done: make(chan struct{})}
+		w := &queueWorker{s: s, idx: i, q: q, kick: os.NewFile(uintptr(kfd), "kick"), fail: fail, done: make(chan struct{})}
 		if i < len(a.Interrupts) {
 			w.irq = a.Interrupts[i]
 		}
@@ -200,8 +203,13 @@ func (w *queueWorker) serve(head uint16, bufs []virtio.Desc) {
 		st.maxInflight.Store(n) // a statistic: a lost race costs nothing
 	}
 	defer st.inflight.Add(-1)
+	st.queues[w.idx].Add(1)
 
-	written := w.s.handle(bufs)
+	start := time.Now()
+	written, opcode := w.s.handle(bufs)
+	if opcode == opRead {
+		st.readNanos.Add(uint64(time.Since(start)))
+	}
 	st.requests.Add(1)
 	st.bytesOut.Add(uint64(written))
 	select {
@@ -222,8 +230,8 @@ func (w *queueWorker) serve(head uint16, bufs []virtio.Desc) {
 }
 
 // handle serves one request and returns the bytes written into the
-// chain's writable buffers.
-func (s *session) handle(bufs []virtio.Desc) (written int) {
+// chain's writable buffers and the request's opcode.
+func (s *session) handle(bufs []virtio.Desc) (written int, opcode uint32) {
 	var in, out [][]byte
 	inLen, outLen := 0, 0
 	for _, b := range bufs {
@@ -244,18 +252,18 @@ func (s *session) handle(bufs []virtio.Desc) (written int) {
 	var hdr [inHeaderLen]byte
 	if copyFrom(hdr[:], in) < inHeaderLen {
 		s.d.stats.errors.Add(1)
-		return 0 // no unique to answer
+		return 0, 0 // no unique to answer
 	}
-	opcode := binary.LittleEndian.Uint32(hdr[4:])
+	opcode = binary.LittleEndian.Uint32(hdr[4:])
 	unique := binary.LittleEndian.Uint64(hdr[8:])
 	s.d.stats.countOp(opcode)
 	noReply := opcode == opForget || opcode == opBatchForget || opcode == opInterrupt
 	if inLen > MaxRequest {
 		s.d.stats.errors.Add(1)
 		if noReply {
-			return 0
+			return 0, opcode
 		}
-		return errorReply(out, unique, unix.E2BIG)
+		return errorReply(out, unique, unix.E2BIG), opcode
 	}
 
 	if opcode == opInit {
@@ -280,16 +288,16 @@ func (s *session) handle(bufs []virtio.Desc) (written int) {
 		copyFrom(h[:], out)
 		if int(binary.LittleEndian.Uint32(h[:])) != n {
 			s.d.stats.errors.Add(1)
-			return errorReply(out, unique, unix.ERANGE)
+			return errorReply(out, unique, unix.ERANGE), opcode
 		}
 	}
 	if n == 0 && !status.Ok() && !noReply {
 		// go-fuse wrote nothing (the chain has too little room, say):
 		// the error, so the guest's request does not wait forever.
 		s.d.stats.errors.Add(1)
-		return errorReply(out, unique, syscall.Errno(status))
+		return errorReply(out, unique, syscall.Errno(status)), opcode
 	}
-	return n
+	return n, opcode
 }
 
 // call runs go-fuse on one request, turning a panic into an error.

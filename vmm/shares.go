@@ -114,8 +114,13 @@ func (m *machine) openShares() error {
 			return err
 		}
 		m.onTeardown(func() { fs.Close() })
+		// A request queue per vCPU: the default guest's kernel sends
+		// each CPU's requests on the queue whose interrupt goes to that
+		// CPU, so readers on different vCPUs share no ring, lock or
+		// completion worker (Linux 6.1 alone uses the first queue).
 		cfg := virtiofs.Config{Tag: tag, Share: fs, ReadOnly: sc.ReadOnly, Cache: m.cfg.ShareCache,
-			Logf: func(format string, args ...any) { m.logf(format, args...) }}
+			RequestQueues: max(m.cfg.CPUs, 1),
+			Logf:          func(format string, args ...any) { m.logf(format, args...) }}
 		if sc.ReadOnly {
 			// The host's own tree, which nothing in the guest
 			// changes and the host seldom does while it runs: names,

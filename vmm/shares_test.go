@@ -77,3 +77,21 @@ func TestRootInitArgs(t *testing.T) {
 		t.Errorf("SharesArg read-only = %q, want %q", ro, want)
 	}
 }
+
+// TestShareQueuePerCPU: each share offers a request queue per vCPU, the
+// root's too.
+func TestShareQueuePerCPU(t *testing.T) {
+	m := &machine{cfg: Config{CPUs: 3, Root: t.TempDir(), Shares: []ShareConfig{{HostDir: t.TempDir(), GuestPath: "/mnt"}}}}
+	defer m.close()
+	if err := m.openShares(); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.shares) != 2 {
+		t.Fatalf("%d shares", len(m.shares))
+	}
+	for _, s := range m.shares {
+		if n := len(s.dev.QueueMaxSizes()); n != 4 {
+			t.Errorf("%s: %d queues, want hiprio and 3 request queues", s.dev.Tag(), n)
+		}
+	}
+}

@@ -7,13 +7,21 @@
 //   - read: one sequential read of a --size MiB file, 1 MiB at a time;
 //   - walk: a walk of a tree of --files files (100 per directory) with an
 //     lstat of every entry, what `find | xargs stat` or `git status` do;
-//   - parallel: 4 readers of their own 16 MiB file at once against 1.
+//   - parallel: 4 readers of their own 16 MiB file at once against 1. In
+//     a guest each cell first drops the guest's cached pages of the files
+//     (POSIX_FADV_DONTNEED), so the readers go through the share and not
+//     the guest's page cache, whatever the cache policy.
 //
 // The guest side is this binary itself, copied into the share and run
 // there with --measure, so nothing but the file system differs. The
-// report's top-level keys: read_ratio (the guest's MiB/s over the
-// host's), walk_ratio (the guest's seconds over the host's) and
-// parallel_speedup (the guest's 4 readers' MiB/s over 1 reader's).
+// report's top-level keys are the share as the README's CI recipes run
+// it (--share-cache=always, what --root uses): read_ratio (the guest's
+// MiB/s over the host's), walk_ratio (the guest's seconds over the
+// host's) and parallel_speedup (the guest's 4 readers' MiB/s over 1
+// reader's). Beside them: host_parallel_speedup, the host's own 4 readers
+// over 1 in the same run (what the machine's CPUs allow), and the default
+// --share-cache=auto's three ratios as auto_read_ratio, auto_walk_ratio
+// and auto_parallel_speedup.
 package share
 
 import (
@@ -27,10 +35,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
@@ -53,6 +65,13 @@ type Runs struct {
 	WalkSecs []float64 `json:"walk_s"`
 	Par1MiBs []float64 `json:"parallel1_mib_s"`
 	Par4MiBs []float64 `json:"parallel4_mib_s"`
+	// Par1Busy and Par4Busy: the CPUs busy during each parallel cell
+	// where it ran (from /proc/stat: busy time over wall time, so 4.0
+	// is 4 CPUs kept busy); CPUs: how many it had. Busy CPUs near CPUs
+	// mean the readers were bound by the CPU; far below, by waits.
+	Par1Busy []float64 `json:"parallel1_busy_cpus,omitempty"`
+	Par4Busy []float64 `json:"parallel4_busy_cpus,omitempty"`
+	CPUs     int       `json:"cpus,omitempty"`
 	Entries  int       `json:"walk_entries"`
 }
 
@@ -64,20 +83,26 @@ type Side struct {
 	Par1MiBs float64 `json:"parallel1_mib_s"`
 	Par4MiBs float64 `json:"parallel4_mib_s"`
 	Speedup  float64 `json:"parallel_speedup"`
+	Par1Busy float64 `json:"parallel1_busy_cpus,omitempty"`
+	Par4Busy float64 `json:"parallel4_busy_cpus,omitempty"`
 	Runs     Runs    `json:"runs"`
 	FUSE     *FUSE   `json:"fuse,omitempty"`
 }
 
 // Report is out/bench/share.json.
 type Report struct {
-	// The default --share (virtio-fs, --share-cache=auto) against the host.
+	// The share as the README's CI recipes run it (virtio-fs,
+	// --share-cache=always, as --root has it) against the host.
 	ReadRatio       float64 `json:"read_ratio"`
 	WalkRatio       float64 `json:"walk_ratio"`
 	ParallelSpeedup float64 `json:"parallel_speedup"`
-	// The same share with --share-cache=always, when it ran.
-	AlwaysReadRatio       float64 `json:"cache_always_read_ratio,omitempty"`
-	AlwaysWalkRatio       float64 `json:"cache_always_walk_ratio,omitempty"`
-	AlwaysParallelSpeedup float64 `json:"cache_always_parallel_speedup,omitempty"`
+	// The host's own 4 readers over 1, in the same run: the ceiling the
+	// machine's CPUs put on parallel_speedup when reading is CPU work.
+	HostParallelSpeedup float64 `json:"host_parallel_speedup"`
+	// The default --share (--share-cache=auto), when it ran.
+	AutoReadRatio       float64 `json:"auto_read_ratio,omitempty"`
+	AutoWalkRatio       float64 `json:"auto_walk_ratio,omitempty"`
+	AutoParallelSpeedup float64 `json:"auto_parallel_speedup,omitempty"`
 	// The QEMU virtio-9p anchor's, when it ran.
 	QEMU9pReadRatio       float64 `json:"qemu_9p_read_ratio,omitempty"`
 	QEMU9pWalkRatio       float64 `json:"qemu_9p_walk_ratio,omitempty"`
@@ -92,8 +117,8 @@ type Report struct {
 	Runs                 int     `json:"runs"`
 	CPUs                 int     `json:"guest_cpus"`
 	Host                 Side    `json:"host"`
-	Guest                Side    `json:"guest"`
-	Always               *Side   `json:"cache_always,omitempty"`
+	Guest                Side    `json:"guest"` // --share-cache=always
+	Auto                 *Side   `json:"cache_auto,omitempty"`
 	QEMU9p               *Side   `json:"qemu_9p,omitempty"`
 	QEMUWhy              string  `json:"qemu_9p_missing,omitempty"`
 }
@@ -109,7 +134,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 	measure := fs.String("measure", "", "measure in `DIR` (made by this command) and print one JSON line: what runs inside the guest")
 	dir := fs.String("dir", "", "scratch `DIR` for the files (default: a new directory in $TMPDIR)")
 	out := fs.String("o", "out/bench/share.json", "write the report to `FILE`")
-	always := fs.Bool("always", true, "also measure the share with --share-cache=always")
+	auto := fs.Bool("auto", true, "also measure the share with the default --share-cache=auto (the headline is always, the CI recipes' policy)")
 	qemu := fs.String("qemu", "auto", "QEMU virtio-9p anchor: auto (when qemu-system-x86_64 and /dev/kvm are there), on or off")
 	qemuRuns := fs.Int("qemu-runs", 3, "timed runs of each operation on the QEMU anchor (its 9p walk is slow)")
 	qemuTimeout := fs.Duration("qemu-timeout", 4*time.Minute, "bound on the QEMU anchor's VM; past it the anchor is reported missing")
@@ -131,7 +156,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		if *progress {
 			p = stderr
 		}
-		r, err := measureAll(*measure, *tree, *runs, p)
+		r, err := measureAll(*measure, *tree, *runs, true, p)
 		if err != nil {
 			return err
 		}
@@ -186,7 +211,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		return os.WriteFile(*out, append(j, '\n'), 0o644)
 	}
 
-	hostRuns, err := measureAll(work, "tree", *runs, io.Discard)
+	hostRuns, err := measureAll(work, "tree", *runs, false, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -224,34 +249,35 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "bench share: %s\n", j)
 		return s, nil
 	}
-	if rep.Guest, err = tinyvmm("guest (tinyvmm virtio-fs)", filepath.Join(statsDir, "auto.json")); err != nil {
+	if rep.Guest, err = tinyvmm("guest (virtio-fs, cache always)", filepath.Join(statsDir, "always.json"), "--share-cache=always"); err != nil {
 		return err
 	}
-	if *always {
-		s, err := tinyvmm("guest (virtio-fs, cache always)", filepath.Join(statsDir, "always.json"), "--share-cache=always")
+	if *auto {
+		s, err := tinyvmm("guest (virtio-fs, cache auto)", filepath.Join(statsDir, "auto.json"))
 		if err != nil {
 			return err
 		}
-		rep.Always = &s
+		rep.Auto = &s
 	}
 	// Written now too, in case the anchor never ends.
 	if err := write(); err != nil {
 		return err
 	}
 
-	if q, why := qemuCommand(*qemu, work, *cpus, *mem, max(*qemuRuns, 1), guestSelf+" bench share --measure . --progress --tree "+qemuTree); q != nil {
+	if q, why := qemuCommand(*qemu, work, *mem, max(*qemuRuns, 1), guestSelf+" bench share --measure . --progress --tree "+qemuTree); q != nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", strings.Join(q.Args, " "))
 		qr, err := guestSide(q, 1, *qemuTimeout, stderr)
 		if err != nil {
 			rep.QEMUWhy = err.Error()
 		} else {
-			s := side("guest (QEMU virtio-9p)", qr)
+			s := side(fmt.Sprintf("guest (QEMU virtio-9p, %d vCPU)", qr.CPUs), qr)
 			rep.QEMU9p = &s
 			rep.QEMURuns = max(*qemuRuns, 1)
 		}
 	} else {
 		rep.QEMUWhy = why
 	}
+	rep.finish() // the anchor's ratios too
 	printReport(stdout, &rep)
 	if err := write(); err != nil {
 		return err
@@ -267,10 +293,11 @@ func (r *Report) finish() {
 	r.ReadRatio = r.Guest.ReadMiBs / r.Host.ReadMiBs
 	r.WalkRatio = r.Guest.WalkSecs / r.Host.WalkSecs
 	r.ParallelSpeedup = r.Guest.Speedup
-	if a := r.Always; a != nil {
-		r.AlwaysReadRatio = a.ReadMiBs / r.Host.ReadMiBs
-		r.AlwaysWalkRatio = a.WalkSecs / r.Host.WalkSecs
-		r.AlwaysParallelSpeedup = a.Speedup
+	r.HostParallelSpeedup = r.Host.Speedup
+	if a := r.Auto; a != nil {
+		r.AutoReadRatio = a.ReadMiBs / r.Host.ReadMiBs
+		r.AutoWalkRatio = a.WalkSecs / r.Host.WalkSecs
+		r.AutoParallelSpeedup = a.Speedup
 	}
 	if q := r.QEMU9p; q != nil {
 		r.QEMU9pReadRatio = q.ReadMiBs / r.Host.ReadMiBs
@@ -287,17 +314,24 @@ type FUSE struct {
 	// the runs walked. The reads add a few LOOKUPs and GETATTRs: an
 	// upper bound.
 	WalkPerEntry float64 `json:"walk_requests_per_entry"`
-	// ReadKiB is the mean size of a READ reply.
+	// ReadKiB is the mean size of a READ reply; ReadMs the mean time
+	// the device spent on one (from taking it off the ring to its
+	// reply written).
 	ReadKiB float64 `json:"read_kib_mean"`
-	Error   string  `json:"error,omitempty"`
+	ReadMs  float64 `json:"read_ms_mean"`
+	// Queues: the requests taken off each queue, hiprio first.
+	Queues []uint64 `json:"queues,omitempty"`
+	Error  string   `json:"error,omitempty"`
 }
 
 // fuseCounts reads the device's counters from tinyvmm's --stats file.
 func fuseCounts(path string, r Runs) *FUSE {
 	var st struct {
 		Shares []struct {
-			BytesOut uint64
-			Ops      map[string]uint64
+			BytesOut  uint64
+			Ops       map[string]uint64
+			Queues    []uint64
+			ReadNanos uint64
 		} `json:"shares"`
 	}
 	b, err := os.ReadFile(path)
@@ -310,7 +344,7 @@ func fuseCounts(path string, r Runs) *FUSE {
 	if err != nil {
 		return &FUSE{Error: err.Error()}
 	}
-	f := &FUSE{Ops: st.Shares[0].Ops}
+	f := &FUSE{Ops: st.Shares[0].Ops, Queues: st.Shares[0].Queues}
 	walk := uint64(0)
 	for _, op := range []string{"LOOKUP", "GETATTR", "OPENDIR", "READDIR", "READDIRPLUS", "RELEASEDIR"} {
 		walk += f.Ops[op]
@@ -320,44 +354,62 @@ func fuseCounts(path string, r Runs) *FUSE {
 	}
 	if n := f.Ops["READ"]; n > 0 {
 		f.ReadKiB = float64(st.Shares[0].BytesOut) / float64(n) / 1024
+		f.ReadMs = float64(st.Shares[0].ReadNanos) / float64(n) / 1e6
 	}
 	return f
 }
 
 func side(where string, r Runs) Side {
 	s := Side{Where: where, Runs: r, ReadMiBs: median(r.ReadMiBs), WalkSecs: median(r.WalkSecs),
-		Par1MiBs: median(r.Par1MiBs), Par4MiBs: median(r.Par4MiBs)}
+		Par1MiBs: median(r.Par1MiBs), Par4MiBs: median(r.Par4MiBs), Par1Busy: median(r.Par1Busy), Par4Busy: median(r.Par4Busy)}
 	s.Speedup = s.Par4MiBs / s.Par1MiBs
 	return s
 }
 
 func printReport(w io.Writer, r *Report) {
-	fmt.Fprintf(w, "tinyvmm bench share: medians of %d runs; guest with %d vCPUs\n", r.Runs, r.CPUs)
-	fmt.Fprintf(w, "%-32s %12s %12s %12s %12s %9s\n", "", "read MiB/s", "walk s", "1 rd MiB/s", "4 rd MiB/s", "4 vs 1")
+	fmt.Fprintf(w, "tinyvmm bench share: medians of %d runs; guest with %d vCPUs, host with %d CPUs\n", r.Runs, r.CPUs, r.Host.Runs.CPUs)
+	fmt.Fprintf(w, "%-32s %11s %9s %11s %11s %7s %11s\n", "", "read MiB/s", "walk s", "1 rd MiB/s", "4 rd MiB/s", "4 vs 1", "busy 1 / 4")
 	sides := []Side{r.Host, r.Guest}
-	if r.Always != nil {
-		sides = append(sides, *r.Always)
+	if r.Auto != nil {
+		sides = append(sides, *r.Auto)
 	}
 	if r.QEMU9p != nil {
 		sides = append(sides, *r.QEMU9p)
 	}
 	for _, s := range sides {
-		fmt.Fprintf(w, "%-32s %12.1f %12.3f %12.1f %12.1f %9.2f\n", s.Where, s.ReadMiBs, s.WalkSecs, s.Par1MiBs, s.Par4MiBs, s.Speedup)
+		fmt.Fprintf(w, "%-32s %11.1f %9.3f %11.1f %11.1f %7.2f %5.2f/%-5.2f\n", s.Where, s.ReadMiBs, s.WalkSecs, s.Par1MiBs, s.Par4MiBs, s.Speedup, s.Par1Busy, s.Par4Busy)
 	}
-	fmt.Fprintf(w, "read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.ReadRatio, r.WalkRatio, r.ParallelSpeedup)
-	if r.Always != nil {
-		fmt.Fprintf(w, "cache always: read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.AlwaysReadRatio, r.AlwaysWalkRatio, r.AlwaysParallelSpeedup)
+	fmt.Fprintf(w, "read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f (the host's own: %.2f)   --share-cache=always\n", r.ReadRatio, r.WalkRatio, r.ParallelSpeedup, r.HostParallelSpeedup)
+	if r.Auto != nil {
+		fmt.Fprintf(w, "auto_read_ratio %.2f  auto_walk_ratio %.2f  auto_parallel_speedup %.2f   --share-cache=auto\n", r.AutoReadRatio, r.AutoWalkRatio, r.AutoParallelSpeedup)
 	}
 	for _, s := range sides {
 		if f := s.FUSE; f != nil {
-			fmt.Fprintf(w, "%s: %.2f walk requests per entry, READs of %.0f KiB; %v %s\n", s.Where, f.WalkPerEntry, f.ReadKiB, f.Ops, f.Error)
+			fmt.Fprintf(w, "%s: %.2f walk requests per entry, READs of %.0f KiB, %.1f ms each in the device; requests per queue %v; %v %s\n",
+				s.Where, f.WalkPerEntry, f.ReadKiB, f.ReadMs, f.Queues, f.Ops, f.Error)
 		}
 	}
 	if r.QEMU9p != nil {
 		fmt.Fprintf(w, "QEMU 9p:   read_ratio %.2f  walk_ratio %.2f  parallel_speedup %.2f\n", r.QEMU9pReadRatio, r.QEMU9pWalkRatio, r.QEMU9pParallelSpeedup)
 	} else if r.QEMUWhy != "" {
-		fmt.Fprintf(w, "QEMU 9p anchor: missing (%s)\n", firstLine(r.QEMUWhy))
+		fmt.Fprintf(w, "QEMU 9p anchor: missing: %s\n", lastLines(r.QEMUWhy, 12))
 	}
+}
+
+// lastLines is s's first line and, indented, its last n others: why the
+// anchor is missing and where its console stopped.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(s, "\r", ""), "\n"), "\n")
+	out := lines[:1]
+	rest := lines[1:]
+	if len(rest) > n {
+		out = append(out, fmt.Sprintf("  ... (%d lines before)", len(rest)-n))
+		rest = rest[len(rest)-n:]
+	}
+	for _, l := range rest {
+		out = append(out, "  | "+l)
+	}
+	return strings.Join(out, "\n")
 }
 
 // tail is the last n bytes of b.
@@ -368,11 +420,6 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-func firstLine(s string) string {
-	first, _, _ := strings.Cut(s, "\n")
-	return first
-}
-
 // heartbeat is how often guestSide says it is still waiting: the VM's
 // console is captured, and a nested runner takes a silent console for a
 // frozen L1.
@@ -380,11 +427,16 @@ var heartbeat = time.Minute
 
 // guestSide runs a VM whose command prints measureAll's JSON line; ok is
 // the VMM's exit status when the command succeeded. A VM still running
-// after timeout is killed and is an error. It says on log, every
-// heartbeat, that it is still waiting.
+// after timeout is killed and is an error, with the end of its output
+// (its console, and its stderr unless cmd has one). It says on log,
+// every heartbeat, that it is still waiting.
 func guestSide(cmd *exec.Cmd, ok int, timeout time.Duration, log io.Writer) (Runs, error) {
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
+	if cmd.Stderr == nil {
+		// The VMM's own complaints, in order with its console.
+		cmd.Stderr = &stdout
+	}
 	if err := cmd.Start(); err != nil {
 		return Runs{}, err
 	}
@@ -464,9 +516,10 @@ func makeTree(tree string, files int) error {
 
 // measureAll times each operation runs times in dir, interleaved, walking
 // dir/tree, and says on progress what it starts (in a guest: its console,
-// which a VM killed at its bound shows).
-func measureAll(dir, tree string, runs int, progress io.Writer) (Runs, error) {
-	var r Runs
+// which a VM killed at its bound shows). With evict (in a guest), each
+// parallel cell first drops the cached pages of its files.
+func measureAll(dir, tree string, runs int, evict bool, progress io.Writer) (Runs, error) {
+	r := Runs{CPUs: runtime.NumCPU()}
 	fi, err := os.Stat(filepath.Join(dir, "data"))
 	if err != nil {
 		return r, err
@@ -491,6 +544,14 @@ func measureAll(dir, tree string, runs int, progress io.Writer) (Runs, error) {
 
 		for _, readers := range []int{1, parReaders} {
 			fmt.Fprintf(progress, "bench share: run %d: %d readers\n", i+1, readers)
+			if evict {
+				for k := 0; k < readers; k++ {
+					if err := dropCached(filepath.Join(dir, fmt.Sprintf("par%d", k))); err != nil {
+						return r, err
+					}
+				}
+			}
+			cpu0, cpuErr := cpuBusy()
 			start = time.Now()
 			var wg sync.WaitGroup
 			errs := make([]error, readers)
@@ -505,15 +566,66 @@ func measureAll(dir, tree string, runs int, progress io.Writer) (Runs, error) {
 			if err := errors.Join(errs...); err != nil {
 				return r, err
 			}
-			rate := float64(readers*parFileSize) / (1 << 20) / time.Since(start).Seconds()
+			wall := time.Since(start)
+			rate := float64(readers*parFileSize) / (1 << 20) / wall.Seconds()
+			cpu1, err := cpuBusy()
+			busy := -1.0 // no /proc/stat
+			if cpuErr == nil && err == nil {
+				busy = (cpu1 - cpu0).Seconds() / wall.Seconds()
+			}
 			if readers == 1 {
 				r.Par1MiBs = append(r.Par1MiBs, rate)
+				r.Par1Busy = append(r.Par1Busy, busy)
 			} else {
 				r.Par4MiBs = append(r.Par4MiBs, rate)
+				r.Par4Busy = append(r.Par4Busy, busy)
 			}
 		}
 	}
 	return r, nil
+}
+
+// dropCached drops the page cache's clean pages of path, so the next read
+// asks the file system (in a guest: the share) again.
+func dropCached(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("%s: fadvise DONTNEED: %w", path, err)
+	}
+	return nil
+}
+
+// cpuBusy is the CPU time every CPU has spent not idle (and not waiting
+// for I/O) since boot, from /proc/stat's first line.
+func cpuBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: %q", line)
+	}
+	var busy uint64
+	// user nice system idle iowait irq softirq steal ...: all but idle
+	// and iowait; guest time is already inside user.
+	for i, v := range f[1:min(len(f), 9)] {
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %q", line)
+		}
+		busy += n
+	}
+	// USER_HZ is 100 on every Linux this runs on.
+	return time.Duration(busy) * 10 * time.Millisecond, nil
 }
 
 // walk lstats every entry below root, as find | xargs stat does.

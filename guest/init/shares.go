@@ -81,7 +81,17 @@ const readaheadKiB = 4096
 // setReadahead sets the readahead window of the file system mounted at
 // dir, through its backing device's sysfs entry (FUSE's is named by the
 // mount's device number).
+//
+// Only once FUSE's INIT is answered: the kernel then lowers the window to
+// the reply's max_readahead (the 128 KiB it asked with), so a window set
+// before that is lost. mount returns before the answer, and a stat need
+// not wait for it (the root's attributes can pass for fresh without a
+// request), but a statfs always sends a request, which waits for INIT.
 func setReadahead(dir string) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return err
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		return err
