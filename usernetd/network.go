@@ -43,6 +43,14 @@ type network struct {
 
 const nicID = 1
 
+// sendBufSize is the send buffer of the gateway's TCP connections (the
+// most Linux's autotuning gives one): all the data the stack holds, sent
+// and not acknowledged or not sent yet. At gVisor's default, 1 MiB, a
+// transfer to the guest stalled on it once a round trip of the link (the
+// batcher, the socketpair, the device, the guest's ACK) held 1 MiB,
+// though the guest's window was open much wider.
+const sendBufSize = 4 << 20
+
 func newGateway(cfg *Config) (*network, error) {
 	_, subnet, err := net.ParseCIDR(Subnet)
 	if err != nil {
@@ -71,7 +79,8 @@ func newGateway(cfg *Config) (*network, error) {
 	})
 	sack := tcpip.TCPSACKEnabled(true)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
-	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate} {
+	sndBuf := tcpip.TCPSendBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: sendBufSize, Max: sendBufSize}
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate, &sndBuf} {
 		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); err != nil {
 			return nil, errors.New(err.String())
 		}
