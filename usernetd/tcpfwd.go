@@ -1,6 +1,7 @@
 package usernetd
 
 import (
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -87,19 +88,35 @@ const (
 func pipe(dst, src halfCloser) {
 	defer src.CloseRead()
 	defer dst.CloseWrite()
+	copyGrowing(dst, src)
+}
+
+// copyGrowing is io.Copy with a buffer that grows from copyBufMin to
+// copyBufMax once a read fills it: the gateway's stack makes a segment of
+// each write into it, and a host socket takes each write in one call.
+func copyGrowing(dst io.Writer, src io.Reader) (int64, error) {
 	buf := make([]byte, copyBufMin)
+	var n int64
 	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+		k, err := src.Read(buf)
+		if k > 0 {
+			w, werr := dst.Write(buf[:k])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
 			}
-			if n == len(buf) && len(buf) < copyBufMax {
+			if w < k {
+				return n, io.ErrShortWrite
+			}
+			if k == len(buf) && len(buf) < copyBufMax {
 				buf = make([]byte, copyBufMax)
 			}
 		}
+		if err == io.EOF {
+			return n, nil
+		}
 		if err != nil {
-			return
+			return n, err
 		}
 	}
 }
