@@ -34,7 +34,14 @@ import (
 //     without SACK the guest's TCP (and the gateway's) recovers one lost
 //     segment per round trip, or waits for a retransmission timeout;
 //   - receive buffer auto-tuning, so the window the gateway offers the
-//     guest grows with the transfer instead of staying at its default.
+//     guest grows with the transfer instead of staying at its default;
+//   - no RACK loss detection and so no tail loss probes: a probe goes out
+//     when no ACK came for two round trips, and on this link an ACK is
+//     late only when a process was not scheduled (the device's worker,
+//     this one), never lost on the way; in a slow VM each late ACK cost a
+//     spurious retransmission and the congestion window it cut. Losses
+//     (a frame the device could not take) are still found by SACK and
+//     duplicate ACKs, or the retransmission timer.
 type network struct {
 	stack *stack.Stack
 	sw    *tap.Switch
@@ -80,7 +87,8 @@ func newGateway(cfg *Config) (*network, error) {
 	sack := tcpip.TCPSACKEnabled(true)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	sndBuf := tcpip.TCPSendBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: sendBufSize, Max: sendBufSize}
-	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate, &sndBuf} {
+	noRACK := tcpip.TCPRecovery(0)
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate, &sndBuf, &noRACK} {
 		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); err != nil {
 			return nil, errors.New(err.String())
 		}
