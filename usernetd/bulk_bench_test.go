@@ -6,7 +6,6 @@ import (
 	"net"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,10 +151,10 @@ func guestTap(b *testing.B, fd int) (do func(func() error) error, mac net.Hardwa
 func pumpBoth(b *testing.B, x, y int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var gso atomic.Int64
+	var xy, yx superFrames
 	wg.Add(2)
-	go func() { defer wg.Done(); pump(ctx, x, y, &gso) }()
-	go func() { defer wg.Done(); pump(ctx, y, x, &gso) }()
+	go func() { defer wg.Done(); pump(ctx, x, y, &xy) }()
+	go func() { defer wg.Done(); pump(ctx, y, x, &yx) }()
 	b.Cleanup(func() { cancel(); wg.Wait() })
 }
 

@@ -3,7 +3,6 @@ package usernetd
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -76,7 +75,7 @@ func (fw *forwarder) serve(host net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, err := io.Copy(dst, src)
+		_, err := copyGrowing(dst, src)
 		cw, ok := dst.(interface{ CloseWrite() error })
 		if err == nil && ok {
 			cw.CloseWrite() // pass the end of data on, keep reading the other way

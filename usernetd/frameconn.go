@@ -108,13 +108,18 @@ func (c *frameConn) Write(b []byte) (int, error) {
 	return c.writeFrame(hdr[:c.hdrLen.Load()], b)
 }
 
-// writeFrame sends frame behind h, a vnet header of the current size.
-func (c *frameConn) writeFrame(h, b []byte) (int, error) {
+// writeFrame sends the frame made of parts behind h, a vnet header of
+// the current size.
+func (c *frameConn) writeFrame(h []byte, parts ...[]byte) (int, error) {
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
 	if c.tx != nil {
-		if err := c.tx.write(h, b); err != nil {
+		if err := c.tx.write(h, parts...); err != nil {
 			return 0, err
 		}
-		return len(b), nil
+		return size, nil
 	}
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -123,7 +128,7 @@ func (c *frameConn) writeFrame(h, b []byte) (int, error) {
 	var n int
 	var werr error
 	err = rc.Write(func(fd uintptr) bool {
-		n, werr = unix.SendmsgBuffers(int(fd), [][]byte{h, b}, nil, nil, unix.MSG_DONTWAIT)
+		n, werr = unix.SendmsgBuffers(int(fd), append([][]byte{h}, parts...), nil, nil, unix.MSG_DONTWAIT)
 		return !errors.Is(werr, unix.EAGAIN)
 	})
 	if err == nil {

@@ -1,6 +1,8 @@
 package usernetd
 
 import (
+	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 )
 
 // The gateway offers SACK in its SYN-ACK to a guest that asks for it:
@@ -115,4 +119,69 @@ func TestGatewayAnswersARPForItselfOnly(t *testing.T) {
 		return // the replies come in order: none came for the others
 	}
 	t.Fatal("no ARP reply for the gateway in 20 s")
+}
+
+// The gateway's TCP connections, the NAT's among them, send from a
+// buffer of sendBufSize: gVisor's default, 1 MiB, is all the data the
+// stack holds unacknowledged and unsent, which bounded a transfer to the
+// guest at 1 MiB per round trip of the link.
+func TestGatewaySendBuffer(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	b := open(t, Config{})
+	g := newTestGuest(t, b, testMAC)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	c, err := g.dial(ctx, GatewayIP+":"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var hc net.Conn
+	select {
+	case hc = <-accepted:
+		defer hc.Close()
+	case <-ctx.Done():
+		t.Fatal("the host never saw the connection")
+	}
+	// A byte each way: the gateway's end is established.
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	hc.SetDeadline(time.Now().Add(20 * time.Second))
+	one := make([]byte, 1)
+	if _, err := c.Write(one); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(hc, one); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Write(one); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, one); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, te := range b.vn.stack.RegisteredEndpoints() {
+		ep, ok := te.(*tcp.Endpoint)
+		if !ok || tcp.EndpointState(ep.State()) != tcp.StateEstablished {
+			continue
+		}
+		found++
+		if got := ep.SocketOptions().GetSendBufferSize(); got != sendBufSize {
+			t.Errorf("connection %+v: send buffer %d, want %d", ep.Info().(*stack.TransportEndpointInfo).ID, got, sendBufSize)
+		}
+	}
+	if found == 0 {
+		t.Fatal("no established connection in the gateway's stack")
+	}
 }

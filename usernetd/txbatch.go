@@ -23,7 +23,9 @@ type txBatcher struct {
 	mu      sync.Mutex
 	space   *sync.Cond // signalled when the queue has room or is done
 	queue   [][]byte
+	queued  int      // bytes in queue
 	spare   [][]byte // buffers the sender is done with
+	spared  int      // their capacity
 	stopped bool
 	err     error // why the sender stopped
 
@@ -33,10 +35,14 @@ type txBatcher struct {
 	calls, frames atomic.Uint64 // sendmmsg calls that sent, frames sent
 }
 
-// txQueueMax bounds the frames queued ahead of the socket (about 384 KiB
-// of 1500-byte frames): beyond it Write waits, which is the back-pressure
-// of a guest that is not taking frames.
-const txQueueMax = 256
+// txQueueMax bounds the frames queued ahead of the socket and
+// txQueueBytes their bytes (a super-frame is up to 64 KiB): beyond either
+// Write waits, which is the back-pressure of a guest that is not taking
+// frames. txQueueBytes also bounds what the spare buffers keep.
+const (
+	txQueueMax   = 256
+	txQueueBytes = 1 << 20
+)
 
 // txBatchMax is the most frames one sendmmsg sends.
 const txBatchMax = 64
@@ -48,10 +54,10 @@ func newTxBatcher(rc syscall.RawConn) *txBatcher {
 	return t
 }
 
-// write queues hdr and frame as one message.
-func (t *txBatcher) write(hdr, frame []byte) error {
+// write queues hdr and the frame's parts as one message.
+func (t *txBatcher) write(hdr []byte, frame ...[]byte) error {
 	t.mu.Lock()
-	for len(t.queue) >= txQueueMax && !t.stopped {
+	for (len(t.queue) >= txQueueMax || t.queued >= txQueueBytes) && !t.stopped {
 		t.space.Wait()
 	}
 	if t.stopped {
@@ -65,9 +71,14 @@ func (t *txBatcher) write(hdr, frame []byte) error {
 	var buf []byte
 	if n := len(t.spare); n > 0 {
 		buf, t.spare = t.spare[n-1][:0], t.spare[:n-1]
+		t.spared -= cap(buf)
 	}
-	buf = append(append(buf, hdr...), frame...)
+	buf = append(buf, hdr...)
+	for _, p := range frame {
+		buf = append(buf, p...)
+	}
 	t.queue = append(t.queue, buf)
+	t.queued += len(buf)
 	t.mu.Unlock()
 	select {
 	case t.kick <- struct{}{}:
@@ -101,11 +112,18 @@ func (t *txBatcher) run() {
 			return
 		}
 		batch, t.queue = t.queue, batch[:0]
+		t.queued = 0
 		t.space.Broadcast()
 		t.mu.Unlock()
 		err := t.send(batch, msgs, iovs)
 		t.mu.Lock()
-		t.spare = append(t.spare, batch...)
+		for _, b := range batch {
+			if t.spared+cap(b) > txQueueBytes {
+				break
+			}
+			t.spare = append(t.spare, b)
+			t.spared += cap(b)
+		}
 		if err != nil {
 			t.stopped, t.err = true, err
 			t.space.Broadcast()

@@ -82,7 +82,7 @@ const (
 // checksums verified, so it neither checks the partial sum nor minds a
 // segment longer than the MSS it announced. Towards a guest that takes
 // them (OffloadMsg), the stack's TCP goes out the same way: super-frames
-// of up to 32 KiB, their checksums partial, behind a vnet header that says
+// of up to 64 KiB, their checksums partial, behind a vnet header that says
 // so, as a tap with TSO hands them over.
 const Offloads = 0x01 | 0x02 // TUN_F_CSUM | TUN_F_TSO4
 
@@ -109,7 +109,7 @@ func SetSendBuffer(fd, want int) int {
 const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
 
 // NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending
-// a guest that takes TSO (OffloadMsg) TCP super-frames of up to 32 KiB
+// a guest that takes TSO (OffloadMsg) TCP super-frames of up to 64 KiB
 // with partial checksums, straight to the link, and has it send 1.5 KiB
 // frames, each with its checksum done, through gvisor-tap-vsock's switch:
 // the benchmark's way to compare the two.

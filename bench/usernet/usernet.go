@@ -13,9 +13,10 @@
 //     body has arrived;
 //   - rr: RR connections, each a `wget` of a short page: connect, request,
 //     response, close; timed by the host from the first to the last;
-//   - dns: DNS lookups with `nslookup`, which the gateway's DNS server
-//     passes to the host's resolver (no /etc/resolv.conf: 127.0.0.1:53,
-//     where the benchmark answers); timed from the first to the last.
+//   - dns: DNS lookups with `nslookup` of the gateway (dnsLookup), which
+//     passes them to the host's 127.0.0.1:53, where the benchmark answers
+//     (tinyvmm's: to the host's resolver, which without /etc/resolv.conf
+//     is 127.0.0.1:53); timed from the first to the last.
 //
 // Each cell is reported as a median and as tinyvmm/QEMU. The same bulk
 // transfer from a Go client on the host's loopback is the ceiling.
@@ -390,13 +391,25 @@ func GuestScript(sizeMiB, rr, lookups, sinkPort, webPort int) string {
 		"echo cell rr",
 		fmt.Sprintf("i=0; while [ $i -lt %d ]; do wget -q -O /dev/null http://%s:%d/rr || exit 1; i=$((i+1)); done", rr, gw, webPort),
 		"echo cell dns",
-		fmt.Sprintf("i=0; while [ $i -lt %d ]; do nslookup %s >/dev/null || exit 1; i=$((i+1)); done", lookups, DNSName),
+		fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s >/dev/null || exit 1; i=$((i+1)); done", lookups, dnsLookup()),
 		"echo BENCH-USERNET-DONE",
 	}
 	if lookups == 0 {
 		lines = slices.Delete(lines, len(lines)-3, len(lines)-1)
 	}
 	return strings.Join(lines, " && ")
+}
+
+// dnsLookup is the DNS cell's lookup: DNSName asked of the gateway,
+// 10.0.2.2, named rather than taken from the guest's resolv.conf. That is
+// where tinyvmm's DHCP points the guest, but QEMU's points it at 10.0.2.3,
+// and libslirp (QEMU 7.2) forwards a query to 10.0.2.3 to the host's first
+// resolver, or without one to 127.0.0.1:53 without ever passing the answer
+// back; one to 10.0.2.2:53 it forwards to 127.0.0.1:53 and answers. So
+// each gateway takes the lookup, asks 127.0.0.1:53, where the benchmark
+// answers, and returns the answer.
+func dnsLookup() string {
+	return "nslookup " + DNSName + " " + userproc.GatewayIP
 }
 
 // outsideNameserver is the first nameserver in /etc/resolv.conf that is

@@ -1,0 +1,122 @@
+package usernetd
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// tcpNAT is the TCP half of the gateway's NAT: each connection the guest
+// opens to an address beyond it is a connection the gateway opens from the
+// host, spliced to it. It is gvisor-tap-vsock's forwarder.TCP (which
+// refuses link-local addresses, cloud metadata among them, as this does)
+// but for the copies: that one moves 32 KiB per call (io.Copy through
+// tcpproxy), and the stack makes each write a segment of its own, which
+// it sends as soon as the window lets it: a bulk transfer reached the
+// guest in pieces no longer than a write, one system call on the host
+// socket for each. Here a direction whose reads fill their buffer moves
+// up to copyBufMax per call.
+func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.Mutex) *tcp.Forwarder {
+	linkLocal := tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4([4]byte{169, 254}), PrefixLen: 16}.Subnet()
+	return tcp.NewForwarder(s, 0, 10, func(r *tcp.ForwarderRequest) {
+		addr := r.ID().LocalAddress
+		if linkLocal.Contains(addr) {
+			r.Complete(true)
+			return
+		}
+		natLock.Lock()
+		if to, ok := nat[addr]; ok {
+			addr = to
+		}
+		natLock.Unlock()
+		host, err := net.Dial("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(r.ID().LocalPort))))
+		if err != nil {
+			r.Complete(true) // a reset, as the host's refusal
+			return
+		}
+		var wq waiter.Queue
+		ep, tcpErr := r.CreateEndpoint(&wq)
+		r.Complete(false)
+		if tcpErr != nil {
+			host.Close()
+			return
+		}
+		hc := host.(*net.TCPConn)
+		hc.SetKeepAlivePeriod(time.Minute) // as tcpproxy sets it
+		splice(gonet.NewTCPConn(&wq, ep), hc)
+	})
+}
+
+// halfCloser is a connection whose directions close one by one.
+type halfCloser interface {
+	net.Conn
+	CloseRead() error
+	CloseWrite() error
+}
+
+// splice copies both ways between a and b until both directions end,
+// passing each end of data on as a half close, then closes both.
+func splice(a, b halfCloser) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); pipe(a, b) }()
+	go func() { defer wg.Done(); pipe(b, a) }()
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// Copy buffer sizes: a direction starts with copyBufMin and moves to
+// copyBufMax once a read fills its buffer, so only a connection that has
+// carried bulk data holds the big one.
+const (
+	copyBufMin = 32 << 10
+	copyBufMax = 256 << 10
+)
+
+// pipe copies src to dst until src ends or either fails, then closes
+// dst's writing (the end of data, or of what got through) and src's
+// reading, as tcpproxy's copy does.
+func pipe(dst, src halfCloser) {
+	defer src.CloseRead()
+	defer dst.CloseWrite()
+	copyGrowing(dst, src)
+}
+
+// copyGrowing is io.Copy with a buffer that grows from copyBufMin to
+// copyBufMax once a read fills it: the gateway's stack makes a segment of
+// each write into it, and a host socket takes each write in one call.
+func copyGrowing(dst io.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, copyBufMin)
+	var n int64
+	for {
+		k, err := src.Read(buf)
+		if k > 0 {
+			w, werr := dst.Write(buf[:k])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+			if w < k {
+				return n, io.ErrShortWrite
+			}
+			if k == len(buf) && len(buf) < copyBufMax {
+				buf = make([]byte, copyBufMax)
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
