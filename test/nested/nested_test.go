@@ -25,20 +25,7 @@ var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/e2e/...", "./b
 // tests and `tinyvmm run -- uname -a` there:
 // TINYVMM_NESTED=1 go test -v -timeout 30m ./test/nested
 func TestNestedKVM(t *testing.T) {
-	if os.Getenv(EnvGate) == "" {
-		t.Skip("set " + EnvGate + "=1 to run the KVM tests in an L1 under QEMU TCG (takes minutes)")
-	}
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kernel := filepath.Join(repo, "out", "guest", "bzImage")
-	if env := os.Getenv(EnvKernel); env != "" {
-		kernel = env
-	}
-	if why := Missing(kernel); why != "" {
-		t.Skip(why)
-	}
+	repo, kernel := nestedKernel(t, "the KVM tests in an L1 under QEMU TCG (takes minutes)")
 	pkgs := DefaultPackages
 	if env := os.Getenv(EnvPackages); env != "" {
 		pkgs = strings.Fields(env)
@@ -61,17 +48,7 @@ func TestNestedKVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	initramfs := filepath.Join(work, "initramfs.cpio")
-	f, err := os.Create(initramfs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteInitramfs(f, files, lines); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	initramfs := writeInitramfsFile(t, work, files, lines)
 
 	res, err := Boot(ctx, Machine{Kernel: kernel, Initramfs: initramfs, Output: lineLogger{t}})
 	// The count of wakes closes every run, failed or not: CI counts them.
@@ -83,6 +60,52 @@ func TestNestedKVM(t *testing.T) {
 	if !res.KVM {
 		t.Fatal("L1 has no /dev/kvm: kvm_amd did not load under TCG (see the console above)")
 	}
+	checkSteps(t, res)
+}
+
+// nestedKernel skips t unless EnvGate is set (run says what the test then
+// runs) and L1 can boot here; it returns the repository and L1's kernel.
+func nestedKernel(t *testing.T, run string) (repo, kernel string) {
+	t.Helper()
+	if os.Getenv(EnvGate) == "" {
+		t.Skip("set " + EnvGate + "=1 to run " + run)
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel = filepath.Join(repo, "out", "guest", "bzImage")
+	if env := os.Getenv(EnvKernel); env != "" {
+		kernel = env
+	}
+	if why := Missing(kernel); why != "" {
+		t.Skip(why)
+	}
+	return repo, kernel
+}
+
+// writeInitramfsFile writes files and the plan lines as dir/initramfs.cpio
+// and returns its path.
+func writeInitramfsFile(t *testing.T, dir string, files []File, lines []string) string {
+	t.Helper()
+	initramfs := filepath.Join(dir, "initramfs.cpio")
+	f, err := os.Create(initramfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteInitramfs(f, files, lines); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return initramfs
+}
+
+// checkSteps fails t for each step that failed in L1, and for a non-zero
+// status that no step explains.
+func checkSteps(t *testing.T, res Result) {
+	t.Helper()
 	for _, s := range res.Steps {
 		if s.Status != 0 {
 			t.Errorf("in L1: %q exited %d after %.1fs", s.Command, s.Status, s.Seconds)
