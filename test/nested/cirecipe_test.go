@@ -110,7 +110,7 @@ func TestCIRecipeParses(t *testing.T) {
 // whose / holds the test binary and the libraries it needs, as a CI
 // runner's does: TINYVMM_NESTED=1 go test -run TestNestedCIRecipe -v ./test/nested
 func TestNestedCIRecipe(t *testing.T) {
-	repo, kernel := nestedKernel(t, "README's CI recipe in an L1 under QEMU TCG (a minute or two)")
+	repo, m := nestedMachine(t, "README's CI recipe in an L1 under QEMU TCG (a minute or two)")
 	if _, err := exec.LookPath("busybox"); err != nil {
 		t.Skip("no busybox on this host: L1 would have no shell to run the recipe's line")
 	}
@@ -174,7 +174,8 @@ func TestNestedCIRecipe(t *testing.T) {
 	initramfs := writeInitramfsFile(t, work, append(l1files, files...), lines)
 	var console strings.Builder
 	var mu sync.Mutex
-	res, err := Boot(ctx, Machine{Kernel: kernel, Initramfs: initramfs, Output: teeLogger{t, &mu, &console}})
+	m.Initramfs, m.Output = initramfs, teeLogger{t, &mu, &console}
+	res, err := Boot(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 
 // EnvGate turns the nested run on; it takes minutes, so plain `go test ./...`
 // leaves it out. EnvPackages overrides which packages' tests run in L1, and
-// EnvKernel the L1 kernel (default out/guest/bzImage).
+// EnvKernel the L1 kernel (default out/guest/bzImage); EnvQEMU and
+// EnvFirmware (qemu.go) the emulator.
 const (
 	EnvGate     = "TINYVMM_NESTED"
 	EnvPackages = "TINYVMM_NESTED_PKGS"
@@ -25,7 +26,7 @@ var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/e2e/...", "./b
 // tests and `tinyvmm run -- uname -a` there:
 // TINYVMM_NESTED=1 go test -v -timeout 30m ./test/nested
 func TestNestedKVM(t *testing.T) {
-	repo, kernel := nestedKernel(t, "the KVM tests in an L1 under QEMU TCG (takes minutes)")
+	repo, m := nestedMachine(t, "the KVM tests in an L1 under QEMU TCG (takes minutes)")
 	pkgs := DefaultPackages
 	if env := os.Getenv(EnvPackages); env != "" {
 		pkgs = strings.Fields(env)
@@ -50,7 +51,8 @@ func TestNestedKVM(t *testing.T) {
 	}
 	initramfs := writeInitramfsFile(t, work, files, lines)
 
-	res, err := Boot(ctx, Machine{Kernel: kernel, Initramfs: initramfs, Output: lineLogger{t}})
+	m.Initramfs, m.Output = initramfs, lineLogger{t}
+	res, err := Boot(ctx, m)
 	// The count of wakes closes every run, failed or not: CI counts them.
 	defer t.Log(res.WakeSummary())
 	if err != nil {
@@ -63,9 +65,10 @@ func TestNestedKVM(t *testing.T) {
 	checkSteps(t, res)
 }
 
-// nestedKernel skips t unless EnvGate is set (run says what the test then
-// runs) and L1 can boot here; it returns the repository and L1's kernel.
-func nestedKernel(t *testing.T, run string) (repo, kernel string) {
+// nestedMachine skips t unless EnvGate is set (run says what the test then
+// runs) and L1 can boot here; it returns the repository and L1's kernel
+// and emulator (EnvKernel, EnvQEMU and EnvFirmware override the defaults).
+func nestedMachine(t *testing.T, run string) (repo string, m Machine) {
 	t.Helper()
 	if os.Getenv(EnvGate) == "" {
 		t.Skip("set " + EnvGate + "=1 to run " + run)
@@ -74,14 +77,16 @@ func nestedKernel(t *testing.T, run string) (repo, kernel string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernel = filepath.Join(repo, "out", "guest", "bzImage")
+	m.Kernel = filepath.Join(repo, "out", "guest", "bzImage")
 	if env := os.Getenv(EnvKernel); env != "" {
-		kernel = env
+		m.Kernel = env
 	}
-	if why := Missing(kernel); why != "" {
+	m.QEMU, m.Firmware = QEMUFromEnv()
+	if why := Missing(m.QEMU, m.Kernel); why != "" {
 		t.Skip(why)
 	}
-	return repo, kernel
+	t.Logf("L1's emulator: %s (%s, firmware first from %q)", QEMUVersion(m.QEMU), m.QEMU, m.Firmware)
+	return repo, m
 }
 
 // writeInitramfsFile writes files and the plan lines as dir/initramfs.cpio
