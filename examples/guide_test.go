@@ -410,21 +410,28 @@ func TestGuideGoTestsExist(t *testing.T) {
 	}
 }
 
+// rejectsEach checks that check refuses cmd's output in each case, named
+// by what is wrong with it.
+func rejectsEach(t *testing.T, check func(cmd, out string) error, cmd string, outs map[string]string) {
+	t.Helper()
+	for name, out := range outs {
+		if err := check(cmd, out); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
 func TestCheckTestsRan(t *testing.T) {
 	const cmd = "go test -count=1 -run 'TestA|TestB/x/(One|Two)$' -v ./pkg/"
 	good := "=== RUN   TestA\n--- PASS: TestA\n=== RUN   TestB\n=== RUN   TestB/x\n=== RUN   TestB/x/One\n=== RUN   TestB/x/Two\nok\n"
 	if err := checkTestsRan(cmd, good); err != nil {
 		t.Errorf("every named test ran, got %v", err)
 	}
-	for name, out := range map[string]string{
+	rejectsEach(t, checkTestsRan, cmd, map[string]string{
 		"nothing ran":     "testing: warning: no tests to run\nPASS\nok  \tpkg\t0.01s [no tests to run]\n",
 		"a top test lost": "=== RUN   TestB\n=== RUN   TestB/x/One\n=== RUN   TestB/x/Two\n",
 		"a subtest lost":  "=== RUN   TestA\n=== RUN   TestB\n=== RUN   TestB/x/One\n",
-	} {
-		if err := checkTestsRan(cmd, out); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
+	})
 	if err := checkTestsRan("go test -count=1 -run 'TestA' ./pkg/", good); err == nil {
 		t.Error("a go test command without -v accepted")
 	}
@@ -631,15 +638,11 @@ func TestCheckNestedTestsPassed(t *testing.T) {
 	if err := checkNestedTestsPassed(cmd, "=== RUN   TestHello\n--- PASS: TestHello (0.01s)\nPASS\n"); err != nil {
 		t.Errorf("a passing test: %v", err)
 	}
-	for name, out := range map[string]string{
+	rejectsEach(t, checkNestedTestsPassed, cmd, map[string]string{
 		"skipped":     "=== RUN   TestHello\n--- SKIP: TestHello (0.00s)\nPASS\n",
 		"nothing ran": "testing: warning: no tests to run\nPASS\n",
 		"failed":      "=== RUN   TestHello\n--- FAIL: TestHello (0.01s)\n",
-	} {
-		if err := checkNestedTestsPassed(cmd, out); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
+	})
 	if err := checkNestedTestsPassed("bin/tinyvmm-lab nested -pkg ./examples/hello", "--- PASS: TestHello (0.01s)\n"); err == nil {
 		t.Error("a -pkg command that names no test accepted")
 	}

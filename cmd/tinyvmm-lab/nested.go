@@ -49,6 +49,10 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	var pkgs, testArgs, runs listFlag
 	repo := fs.String("repo", "", "repository root (default: the one holding the working directory or this command)")
 	kernel := fs.String("kernel", "", "L1 kernel (default: out/guest/bzImage of the repository)")
+	qemuBin, qemuFirmware := nested.QEMUFromEnv()
+	qemu := fs.String("qemu", qemuBin, "the emulator that runs L1 ($"+nested.EnvQEMU+" changes the default)")
+	firmware := listFlag(qemuFirmware)
+	fs.Var(&firmware, "firmware", "a `DIR` the emulator searches first for its firmware, its -L (repeatable; after those of $"+nested.EnvFirmware+", colon-separated)")
 	cpu := fs.String("cpu", nested.DefaultCPU, "QEMU -cpu for L1")
 	mem := fs.Int("mem", 2048, "L1 memory in MiB")
 	smp := fs.Int("smp", 1, "L1 CPUs (TCG runs them on parallel host threads)")
@@ -121,7 +125,7 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	if *smp < 1 || *smp > 64 {
 		return failf(fmt.Sprintf("-smp %d: want 1..64 CPUs", *smp))
 	}
-	if why := nested.Missing(*kernel); why != "" {
+	if why := nested.Missing(*qemu, *kernel); why != "" {
 		return failf(why)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -166,11 +170,11 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	if err := writeInitramfs(initramfs, files, lines); err != nil {
 		return failf(err.Error())
 	}
-	logf("built in %v; booting L1 (%s, -cpu %s, %d CPU(s)) under TCG; plan:\n  %s",
-		time.Since(start).Round(time.Second), *kernel, *cpu, *smp, strings.Join(lines, "\n  "))
+	logf("built in %v; booting L1 (%s, -cpu %s, %d CPU(s)) under TCG of %s (%s, firmware first from %q); plan:\n  %s",
+		time.Since(start).Round(time.Second), *kernel, *cpu, *smp, nested.QEMUVersion(*qemu), *qemu, []string(firmware), strings.Join(lines, "\n  "))
 
 	m := nested.Machine{
-		Kernel: *kernel, Initramfs: initramfs, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: stdout, Stall: *stall,
+		Kernel: *kernel, Initramfs: initramfs, QEMU: *qemu, Firmware: firmware, CPU: *cpu, MemMB: *mem, CPUs: *smp, Append: *appendArgs, Output: stdout, Stall: *stall,
 	}
 	if log != nil {
 		m.Log = log

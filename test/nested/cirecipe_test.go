@@ -2,7 +2,6 @@ package nested
 
 import (
 	"context"
-	"debug/elf"
 	"fmt"
 	"io/fs"
 	"os"
@@ -66,19 +65,25 @@ func splitRecipe(cmds []string, pkg string) (host, guest []string, err error) {
 	return host, guest, nil
 }
 
+// readmeRecipe reads the "In CI" recipe of the README at path and sorts
+// its lines for testdata/cirecipe's package (splitRecipe).
+func readmeRecipe(t *testing.T, path string) (cmds, host, guest []string) {
+	t.Helper()
+	readme, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmds, err = ciRecipe(string(readme)); err != nil {
+		t.Fatal(err)
+	}
+	if host, guest, err = splitRecipe(cmds, "./netpkg"); err != nil {
+		t.Fatal(err)
+	}
+	return cmds, host, guest
+}
+
 func TestCIRecipeParses(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := ciRecipe(string(readme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, guest, err := splitRecipe(cmds, "./netpkg")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmds, host, guest := readmeRecipe(t, "../../README.md")
 	if !strings.HasSuffix(host[len(host)-1], " ./netpkg") || !strings.Contains(guest[0], "./pkg.test") {
 		t.Errorf("recipe %q: host %q, guest %q", cmds, host, guest)
 	}
@@ -105,35 +110,11 @@ func TestCIRecipeParses(t *testing.T) {
 // whose / holds the test binary and the libraries it needs, as a CI
 // runner's does: TINYVMM_NESTED=1 go test -run TestNestedCIRecipe -v ./test/nested
 func TestNestedCIRecipe(t *testing.T) {
-	if os.Getenv(EnvGate) == "" {
-		t.Skip("set " + EnvGate + "=1 to run README's CI recipe in an L1 under QEMU TCG (a minute or two)")
-	}
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kernel := filepath.Join(repo, "out", "guest", "bzImage")
-	if env := os.Getenv(EnvKernel); env != "" {
-		kernel = env
-	}
-	if why := Missing(kernel); why != "" {
-		t.Skip(why)
-	}
+	repo, m := nestedMachine(t, "README's CI recipe in an L1 under QEMU TCG (a minute or two)")
 	if _, err := exec.LookPath("busybox"); err != nil {
 		t.Skip("no busybox on this host: L1 would have no shell to run the recipe's line")
 	}
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := ciRecipe(string(readme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, guest, err := splitRecipe(cmds, "./netpkg")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, host, guest := readmeRecipe(t, filepath.Join(repo, "README.md"))
 
 	// The project: the test package, and tinyvmm cloned into it.
 	project := t.TempDir()
@@ -164,13 +145,8 @@ func TestNestedCIRecipe(t *testing.T) {
 	if len(bins) != 1 {
 		t.Fatalf("the recipe built %q, want one test binary", bins)
 	}
-	if f, err := elf.Open(bins[0]); err == nil {
-		dynamic := false
-		for _, p := range f.Progs {
-			dynamic = dynamic || p.Type == elf.PT_INTERP
-		}
-		f.Close()
-		t.Logf("%s: dynamically linked: %v (it is when a C compiler is here)", filepath.Base(bins[0]), dynamic)
+	if d, err := readELFDeps(bins[0]); err == nil {
+		t.Logf("%s: dynamically linked: %v (it is when a C compiler is here)", filepath.Base(bins[0]), d.Interp != "")
 	}
 
 	// L1: the project at the same place under /ci, tinyvmm in it as the
@@ -195,31 +171,15 @@ func TestNestedCIRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	initramfs := filepath.Join(work, "initramfs.cpio")
-	f, err := os.Create(initramfs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteInitramfs(f, append(l1files, files...), lines); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	initramfs := writeInitramfsFile(t, work, append(l1files, files...), lines)
 	var console strings.Builder
 	var mu sync.Mutex
-	res, err := Boot(ctx, Machine{Kernel: kernel, Initramfs: initramfs, Output: teeLogger{t, &mu, &console}})
+	m.Initramfs, m.Output = initramfs, teeLogger{t, &mu, &console}
+	res, err := Boot(ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range res.Steps {
-		if s.Status != 0 {
-			t.Errorf("in L1: %q exited %d after %.1fs", s.Command, s.Status, s.Seconds)
-		}
-	}
-	if res.Status != 0 && !t.Failed() {
-		t.Errorf("L1 reported status %d", res.Status)
-	}
+	checkSteps(t, res)
 	for _, want := range []string{"--- PASS: TestEchoOverLoopback", "--- PASS: TestInterfacesHaveLoopback"} {
 		mu.Lock()
 		ok := strings.Contains(console.String(), want)

@@ -160,6 +160,30 @@ func (s *serialPort) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// watchFake runs watchL1 on one CPU (this process's threads as QEMU's)
+// against the fake monitor f, with serial as L1's serial port and out as
+// the console, a 20 ms watch and a console that is never silent for long,
+// until f has answered asks queries; then the console ends and the watch
+// returns what it did.
+func watchFake(t *testing.T, f *fakeMonitor, serial *serialPort, out *syncbuf.Buffer, asks int32) watchResult {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "mon.sock")
+	f.serve(t, sock)
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	scanned := make(chan struct{})
+	result := make(chan watchResult)
+	m := Machine{Watch: 20 * time.Millisecond, Stall: time.Minute}
+	go func() {
+		result <- watchL1(m, 1, os.Getpid(), out, &last, serial, sock, scanned, func() { t.Error("killed") })
+	}()
+	for f.asked.Load() < asks {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(scanned)
+	return <-result
+}
+
 // watchL1 wakes a CPU that holds a deliverable vector read after read,
 // with a byte on the serial port, once; and leaves alone a CPU whose
 // pending vector the priority holds back.
@@ -169,23 +193,9 @@ func TestWatchWakesACPUThatLostAnInterrupt(t *testing.T) {
 		wakes int
 	}{{0x10, 1}, {0xe0, 0}} {
 		f := &fakeMonitor{ppr: tc.ppr}
-		sock := filepath.Join(t.TempDir(), "mon.sock")
-		f.serve(t, sock)
 		serial := &serialPort{f: f}
 		var out syncbuf.Buffer
-		var last atomic.Int64
-		last.Store(time.Now().UnixNano())
-		scanned := make(chan struct{})
-		done := make(chan watchResult)
-		m := Machine{Watch: 20 * time.Millisecond, Stall: time.Minute}
-		go func() {
-			done <- watchL1(m, 1, os.Getpid(), &out, &last, serial, sock, scanned, func() { t.Error("killed") })
-		}()
-		for f.asked.Load() < 10 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(scanned)
-		w := <-done
+		w := watchFake(t, f, serial, &out, 10)
 		serial.mu.Lock()
 		got := serial.got.String()
 		serial.mu.Unlock()
@@ -303,23 +313,8 @@ func TestWatchLeavesAloneWhatIsNoLoss(t *testing.T) {
 		{"RIP=00000000004d6a3d RFL=00000246 [---Z-P-] CPL=3 II=0 A20=1 SMM=0 HLT=0", false, true},
 	} {
 		f := &fakeMonitor{ppr: 0x10, regs: tc.regs}
-		sock := filepath.Join(t.TempDir(), "mon.sock")
-		f.serve(t, sock)
-		serial := &serialPort{f: f}
 		var out syncbuf.Buffer
-		var last atomic.Int64
-		last.Store(time.Now().UnixNano())
-		scanned := make(chan struct{})
-		result := make(chan watchResult)
-		m := Machine{Watch: 20 * time.Millisecond, Stall: time.Minute}
-		go func() {
-			result <- watchL1(m, 1, os.Getpid(), &out, &last, serial, sock, scanned, func() { t.Error("killed") })
-		}()
-		for f.asked.Load() < 12 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(scanned)
-		w := <-result
+		w := watchFake(t, f, &serialPort{f: f}, &out, 12)
 		if len(w.wakes) != 0 || f.woken.Load() {
 			t.Errorf("%s: woken %d times\n%s", tc.regs, len(w.wakes), out.String())
 		}

@@ -11,7 +11,8 @@ import (
 
 // EnvGate turns the nested run on; it takes minutes, so plain `go test ./...`
 // leaves it out. EnvPackages overrides which packages' tests run in L1, and
-// EnvKernel the L1 kernel (default out/guest/bzImage).
+// EnvKernel the L1 kernel (default out/guest/bzImage); EnvQEMU and
+// EnvFirmware (qemu.go) the emulator.
 const (
 	EnvGate     = "TINYVMM_NESTED"
 	EnvPackages = "TINYVMM_NESTED_PKGS"
@@ -25,20 +26,7 @@ var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/e2e/...", "./b
 // tests and `tinyvmm run -- uname -a` there:
 // TINYVMM_NESTED=1 go test -v -timeout 30m ./test/nested
 func TestNestedKVM(t *testing.T) {
-	if os.Getenv(EnvGate) == "" {
-		t.Skip("set " + EnvGate + "=1 to run the KVM tests in an L1 under QEMU TCG (takes minutes)")
-	}
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kernel := filepath.Join(repo, "out", "guest", "bzImage")
-	if env := os.Getenv(EnvKernel); env != "" {
-		kernel = env
-	}
-	if why := Missing(kernel); why != "" {
-		t.Skip(why)
-	}
+	repo, m := nestedMachine(t, "the KVM tests in an L1 under QEMU TCG (takes minutes)")
 	pkgs := DefaultPackages
 	if env := os.Getenv(EnvPackages); env != "" {
 		pkgs = strings.Fields(env)
@@ -61,7 +49,51 @@ func TestNestedKVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	initramfs := filepath.Join(work, "initramfs.cpio")
+	initramfs := writeInitramfsFile(t, work, files, lines)
+
+	m.Initramfs, m.Output = initramfs, lineLogger{t}
+	res, err := Boot(ctx, m)
+	// The count of wakes closes every run, failed or not: CI counts them.
+	defer t.Log(res.WakeSummary())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("L1 reached init after %v; whole run %v", res.ToInit.Round(100*time.Millisecond), res.Elapsed.Round(time.Second))
+	if !res.KVM {
+		t.Fatal("L1 has no /dev/kvm: kvm_amd did not load under TCG (see the console above)")
+	}
+	checkSteps(t, res)
+}
+
+// nestedMachine skips t unless EnvGate is set (run says what the test then
+// runs) and L1 can boot here; it returns the repository and L1's kernel
+// and emulator (EnvKernel, EnvQEMU and EnvFirmware override the defaults).
+func nestedMachine(t *testing.T, run string) (repo string, m Machine) {
+	t.Helper()
+	if os.Getenv(EnvGate) == "" {
+		t.Skip("set " + EnvGate + "=1 to run " + run)
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Kernel = filepath.Join(repo, "out", "guest", "bzImage")
+	if env := os.Getenv(EnvKernel); env != "" {
+		m.Kernel = env
+	}
+	m.QEMU, m.Firmware = QEMUFromEnv()
+	if why := Missing(m.QEMU, m.Kernel); why != "" {
+		t.Skip(why)
+	}
+	t.Logf("L1's emulator: %s (%s, firmware first from %q)", QEMUVersion(m.QEMU), m.QEMU, m.Firmware)
+	return repo, m
+}
+
+// writeInitramfsFile writes files and the plan lines as dir/initramfs.cpio
+// and returns its path.
+func writeInitramfsFile(t *testing.T, dir string, files []File, lines []string) string {
+	t.Helper()
+	initramfs := filepath.Join(dir, "initramfs.cpio")
 	f, err := os.Create(initramfs)
 	if err != nil {
 		t.Fatal(err)
@@ -72,17 +104,13 @@ func TestNestedKVM(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return initramfs
+}
 
-	res, err := Boot(ctx, Machine{Kernel: kernel, Initramfs: initramfs, Output: lineLogger{t}})
-	// The count of wakes closes every run, failed or not: CI counts them.
-	defer t.Log(res.WakeSummary())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("L1 reached init after %v; whole run %v", res.ToInit.Round(100*time.Millisecond), res.Elapsed.Round(time.Second))
-	if !res.KVM {
-		t.Fatal("L1 has no /dev/kvm: kvm_amd did not load under TCG (see the console above)")
-	}
+// checkSteps fails t for each step that failed in L1, and for a non-zero
+// status that no step explains.
+func checkSteps(t *testing.T, res Result) {
+	t.Helper()
 	for _, s := range res.Steps {
 		if s.Status != 0 {
 			t.Errorf("in L1: %q exited %d after %.1fs", s.Command, s.Status, s.Seconds)

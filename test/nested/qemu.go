@@ -22,6 +22,13 @@ type Machine struct {
 	Kernel string
 	// Initramfs is the cpio that WriteInitramfs made.
 	Initramfs string
+	// QEMU is the emulator (a path or a name in $PATH); QEMUBinary when
+	// empty.
+	QEMU string
+	// Firmware are directories QEMU searches first for its firmware (its
+	// -L), for a QEMU whose files are not where it was built to look
+	// (one unpacked from its packages into a directory of its own).
+	Firmware []string
 	// CPU is QEMU's -cpu; DefaultCPU when empty.
 	CPU string
 	// MemMB is L1's memory; 2048 when zero.
@@ -126,11 +133,48 @@ var errGate = errors.New("the gate step failed in L1")
 // errStalled means the console went silent for Machine.Stall: L1 froze.
 var errStalled = errors.New("L1 froze")
 
-// QEMUBinary is the emulator the runner starts.
+// QEMUBinary is the emulator the runner starts unless told otherwise.
 const QEMUBinary = "qemu-system-x86_64"
 
-// qemuBinary is what Boot runs; tests put a script in its place.
+// qemuBinary is what Boot runs when Machine.QEMU is empty; tests put a
+// script in its place.
 var qemuBinary = QEMUBinary
+
+// EnvQEMU names another emulator for L1 (a path or a name in $PATH), and
+// EnvFirmware its firmware directories (colon-separated, each QEMU's -L):
+// how the nested test and the runner are pointed at a QEMU unpacked
+// beside the installed one, to compare the two.
+const (
+	EnvQEMU     = "TINYVMM_NESTED_QEMU"
+	EnvFirmware = "TINYVMM_NESTED_QEMU_FIRMWARE"
+)
+
+// QEMUFromEnv is the emulator and firmware directories that EnvQEMU and
+// EnvFirmware name; QEMUBinary and none when they are unset.
+func QEMUFromEnv() (bin string, firmware []string) {
+	bin = os.Getenv(EnvQEMU)
+	if bin == "" {
+		bin = QEMUBinary
+	}
+	for _, d := range strings.Split(os.Getenv(EnvFirmware), ":") {
+		if d != "" {
+			firmware = append(firmware, d)
+		}
+	}
+	return bin, firmware
+}
+
+// QEMUVersion is the first line of bin --version ("QEMU emulator version
+// 7.2.22 (Debian ...)"), or why there is none: a run's log says which
+// emulator it measured.
+func QEMUVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return fmt.Sprintf("%s --version: %v", bin, err)
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
 
 // Boot runs L1 once, until l1init reports, the machine ends, or ctx is
 // done (then QEMU is killed). An error means L1 gave no result: a failed
@@ -181,7 +225,15 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		cmdline += " " + tscParam()
 	}
 	// No network device at all: L1 builds its own taps and namespaces.
-	args := []string{
+	bin := m.QEMU
+	if bin == "" {
+		bin = qemuBinary
+	}
+	var args []string
+	for _, d := range m.Firmware {
+		args = append(args, "-L", d)
+	}
+	args = append(args,
 		"-accel", "tcg", "-cpu", cpu, "-smp", smpArg(cpus), "-m", strconv.Itoa(mem),
 		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
 		"-nic", "none", "-no-reboot",
@@ -189,7 +241,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 		"-name", "tinyvmm-l1,debug-threads=on",
 		"-kernel", m.Kernel, "-initrd", m.Initramfs,
 		"-append", strings.TrimSpace(cmdline),
-	}
+	)
 	// A monitor: the watch reads L1's local APICs through it, and a frozen
 	// L1 is looked at before it is killed.
 	mondir, err := os.MkdirTemp("", "tinyvmm-l1mon-")
@@ -199,7 +251,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	defer os.RemoveAll(mondir)
 	monitor := filepath.Join(mondir, "monitor.sock")
 	args = append(args, "-monitor", "unix:"+monitor+",server=on,wait=off")
-	cmd := exec.CommandContext(ctx, qemuBinary, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.WaitDelay = 5 * time.Second
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -212,7 +264,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return Result{}, fmt.Errorf("start %s: %v (install qemu-system-x86)", QEMUBinary, err)
+		return Result{}, fmt.Errorf("start %s: %v (install qemu-system-x86)", bin, err)
 	}
 	var lastLine atomic.Int64 // when the console last printed a line (unix ns)
 	lastLine.Store(start.UnixNano())
@@ -629,11 +681,15 @@ func parseStep(s string) (Step, bool) {
 }
 
 // Missing says, in one line, why a nested run cannot happen here (empty when
-// it can): no QEMU, no L1 kernel at kernel, or a kernel whose kernel.config
-// (written next to it by make guest) shows no KVM_AMD.
-func Missing(kernel string) string {
-	if _, err := exec.LookPath(QEMUBinary); err != nil {
-		return QEMUBinary + " not found: apt-get install qemu-system-x86"
+// it can): no QEMU (qemu, QEMUBinary when empty), no L1 kernel at kernel,
+// or a kernel whose kernel.config (written next to it by make guest) shows
+// no KVM_AMD.
+func Missing(qemu, kernel string) string {
+	if qemu == "" {
+		qemu = QEMUBinary
+	}
+	if _, err := exec.LookPath(qemu); err != nil {
+		return qemu + " not found: apt-get install qemu-system-x86"
 	}
 	if _, err := os.Stat(kernel); errors.Is(err, os.ErrNotExist) {
 		return "no L1 kernel at " + kernel + ": run make guest"

@@ -200,16 +200,16 @@ func TestMissingNamesAKernelWithoutKVM(t *testing.T) {
 	}
 	dir := t.TempDir()
 	kernel := filepath.Join(dir, "bzImage")
-	if why := Missing(kernel); !strings.Contains(why, "make guest") {
+	if why := Missing("", kernel); !strings.Contains(why, "make guest") {
 		t.Errorf("no kernel: Missing = %q", why)
 	}
 	os.WriteFile(kernel, []byte("kernel"), 0o644)
 	os.WriteFile(filepath.Join(dir, "kernel.config"), []byte("CONFIG_64BIT=y\n# CONFIG_KVM_AMD is not set\n"), 0o644)
-	if why := Missing(kernel); !strings.Contains(why, "without KVM_AMD") {
+	if why := Missing("", kernel); !strings.Contains(why, "without KVM_AMD") {
 		t.Errorf("kernel without KVM: Missing = %q", why)
 	}
 	os.WriteFile(filepath.Join(dir, "kernel.config"), []byte("CONFIG_64BIT=y\nCONFIG_KVM_AMD=y\n"), 0o644)
-	if why := Missing(kernel); why != "" {
+	if why := Missing("", kernel); why != "" {
 		t.Errorf("kernel with KVM: Missing = %q", why)
 	}
 }
@@ -412,5 +412,47 @@ func TestAssembleBringsFiles(t *testing.T) {
 	}
 	if _, _, err := Assemble(context.Background(), repo, t.TempDir(), Plan{Files: []string{filepath.Join(host, "nothing")}}, t.Logf); err == nil {
 		t.Error("a missing file was accepted")
+	}
+}
+
+// Machine.QEMU and Machine.Firmware (or EnvQEMU and EnvFirmware) run
+// another emulator, with each firmware directory as its -L, searched
+// before its own: how a QEMU unpacked beside the installed one is
+// measured against it.
+func TestBootRunsTheMachinesQEMUWithItsFirmware(t *testing.T) {
+	dir := t.TempDir()
+	args := filepath.Join(dir, "args")
+	script := filepath.Join(dir, "qemu-other")
+	body := "#!/bin/sh\nfor a; do echo \"$a\"; done >" + args + "\necho l1init: /dev/kvm present\necho NESTED-EXIT 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvQEMU, script)
+	t.Setenv(EnvFirmware, "/fw/qemu::/fw/seabios")
+	bin, firmware := QEMUFromEnv()
+	if bin != script || !slices.Equal(firmware, []string{"/fw/qemu", "/fw/seabios"}) {
+		t.Fatalf("QEMUFromEnv = %q, %q", bin, firmware)
+	}
+	res, err := Boot(context.Background(), Machine{Kernel: "k", Initramfs: "i", QEMU: bin, Firmware: firmware, Output: io.Discard})
+	if err != nil || !res.KVM {
+		t.Fatalf("Boot: %+v, %v", res, err)
+	}
+	got, err := os.ReadFile(args)
+	if err != nil {
+		t.Fatalf("the machine's QEMU did not run: %v", err)
+	}
+	if !strings.HasPrefix(string(got), "-L\n/fw/qemu\n-L\n/fw/seabios\n-accel\ntcg\n") {
+		t.Errorf("QEMU's arguments:\n%s", got)
+	}
+	if why := Missing(script, "no-kernel"); !strings.Contains(why, "no L1 kernel") {
+		t.Errorf("Missing with the machine's QEMU: %q", why)
+	}
+	if why := Missing(filepath.Join(dir, "no-qemu"), "no-kernel"); !strings.Contains(why, "no-qemu not found") {
+		t.Errorf("Missing without the machine's QEMU: %q", why)
+	}
+	t.Setenv(EnvQEMU, "")
+	t.Setenv(EnvFirmware, "")
+	if bin, firmware := QEMUFromEnv(); bin != QEMUBinary || firmware != nil {
+		t.Errorf("QEMUFromEnv unset = %q, %q", bin, firmware)
 	}
 }
