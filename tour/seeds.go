@@ -253,7 +253,7 @@ func (s Seeds) thresholdScreen() Screen {
 		From:  "virtio-net: xsk zero copy xmit kick by threshold (seed 000)",
 		Idea: []string{
 			"The patch has the guest's driver kick the device once every 8 frames (xsk_kick_thr) instead of after each; its table of frames/s by threshold 1 to 64 is best from 3 to 13 and uneven above.",
-			fmt.Sprintf("tinyvmm's device does it from its side: during a tx burst it publishes used entries every N chains and moves avail_event N-1 ahead, so the guest kicks once per N (default %d). Live: the guest floods 64-byte frames the host drops at once; %s per threshold.", virtionet.DefaultNotifyThreshold, secs(s.Opt.ThresholdRun)),
+			fmt.Sprintf("tinyvmm's device does it from its side: during a tx burst it moves avail_event N-1 ahead, so the guest kicks once per N (default %d), and publishes used entries every N chains where its send groups (--tx-yield-pkts) are smaller. Live: the guest floods 64-byte frames the host drops at once; %s per threshold.", virtionet.DefaultNotifyThreshold, secs(s.Opt.ThresholdRun)),
 		},
 		Where: []string{"virtionet/tx.go worker.handleTx, worker.txGroup", "virtio/virtqueue.go Queue.EnableNotify, Queue.PublishUsed"},
 	}

@@ -15,17 +15,21 @@ const (
 	DefaultWeightPkts  = 256     // VHOST_NET_PKT_WEIGHT
 	DefaultWeightBytes = 0x80000 // VHOST_NET_WEIGHT
 	DefaultRxBatch     = 64      // VHOST_NET_BATCH
-	// DefaultNotifyThreshold publishes used entries (and signals the
-	// guest if it asked) every this many tx chains within a run, and sets
-	// avail_event this many minus one ahead during a burst. Chosen from
-	// four sweeps of `tinyvmm bench device --only 000` (virtionet/README.md):
-	// 1-3 are slow, 4-14 is a plateau of high rate and low worker cost,
-	// above it the rate scatters; 8 was on the plateau in every sweep.
+	// DefaultNotifyThreshold sets avail_event this many tx chains minus
+	// one ahead during a burst (the guest kicks once per this many), is
+	// the fewest frames a run moves to count as a burst, and the most tx
+	// chains completed between two publishes of the used index where a
+	// send group is smaller. 8 is the seed's own kick threshold, and was
+	// on the plateau of four sweeps of `tinyvmm bench device --only 000`
+	// (virtionet/README.md) when it also set the send group.
 	DefaultNotifyThreshold = 8
-	DefaultTxYieldPkts     = 32  // a tx run looks for waiting rx frames this often (Tuning.TxYieldPkts)
-	DefaultPollUs          = 200 // busy polling after a burst; see DefaultTuning
-	DefaultMTU             = 1500
-	DefaultQueueSize       = 256
+	// DefaultTxYieldPkts is how often a tx run looks for frames waiting
+	// for the guest (Tuning.TxYieldPkts), and so the most chains one
+	// system call sends: VHOST_NET_BATCH, vhost-net's tx batch.
+	DefaultTxYieldPkts = 64
+	DefaultPollUs      = 200 // busy polling after a burst; see DefaultTuning
+	DefaultMTU         = 1500
+	DefaultQueueSize   = 256
 
 	// MinMTU and MaxMTU bound Config.MTU: IPv4's minimum, and the most
 	// the virtio-net config field (16 bits) can carry.
@@ -132,16 +136,21 @@ type Tuning struct {
 	// When one is hit the queue is requeued behind the other one.
 	TxWeightPkts, TxWeightBytes int
 	RxWeightPkts, RxWeightBytes int
-	// TxYieldPkts: a tx run looks every this many frames whether frames
-	// for the guest wait on the backend, and if so gives rx its turn
-	// before its weight is used up (tx.go rxWaiting); 0 never looks, as
-	// vhost-net, where only the weights end a run.
+	// TxYieldPkts: a tx run sends up to this many chains with one
+	// system call (at most 64) and looks after each such group whether
+	// frames for the guest wait on the backend, and if so gives rx its
+	// turn before its weight is used up (tx.go rxWaiting); 0 never
+	// looks, as vhost-net, where only the weights end a run, and sends
+	// 64 at a time.
 	TxYieldPkts int
 	// RxBatch is how many frames rx reads per batch before it publishes
 	// used entries once and signals once; 0 means DefaultRxBatch.
 	RxBatch int
-	// NotifyThreshold is how many tx chains are completed between two
-	// publishes of the used index within a run; 0 means the default.
+	// NotifyThreshold: during a tx burst the guest kicks once per this
+	// many chains (avail_event), and a run that moves this many frames
+	// is a burst; used entries are published after each send group, or
+	// after this many chains where the groups are smaller; 0 means the
+	// default.
 	NotifyThreshold int
 	// PollUs turns on busy polling, vhost-net's busyloop: for this many
 	// microseconds after the last frame moved in either direction the

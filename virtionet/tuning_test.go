@@ -166,20 +166,22 @@ func testRxBatchOneIsPerFrame(t *testing.T, io IOMode) {
 	}
 }
 
-// The notify threshold publishes tx used entries every N chains.
+// Tx used entries are published after each send group, or every
+// NotifyThreshold chains where the groups are smaller.
 func testTxNotifyThresholdPublishesEveryN(t *testing.T, io IOMode) {
-	for _, thr := range []int{1, 4, 64} {
-		t.Run(fmt.Sprint(thr), func(t *testing.T) {
+	for _, tc := range []struct{ group, thr, want int }{
+		{8, 1, 4}, {8, 4, 4}, {8, 16, 2}, {4, 16, 2}, {64, 8, 1}, {0, 8, 1},
+	} {
+		t.Run(fmt.Sprintf("group%d-thr%d", tc.group, tc.thr), func(t *testing.T) {
 			tun := DefaultTuning()
-			tun.NotifyThreshold = thr
+			tun.TxYieldPkts, tun.NotifyThreshold = tc.group, tc.thr
 			r := newRig(t, rigOptions{io: io, tuning: tun})
 			r.txBurst(32, 60)
 			r.activate()
 			r.drainPeer(32)
 			r.waitUsed(r.tx, 32, nil)
-			want := (32 + thr - 1) / thr
-			if n := r.trace.count("tx used published"); n != want {
-				t.Errorf("%d publishes, want %d", n, want)
+			if n := r.trace.count("tx used published"); n != tc.want {
+				t.Errorf("%d publishes, want %d", n, tc.want)
 			}
 		})
 	}
@@ -241,9 +243,9 @@ func testHandlersStopWhenResetBegins(t *testing.T, io IOMode) {
 	}
 }
 
-// Tx chains go NotifyThreshold at a time, in order, through one send of
-// the frame-I/O: one sendmmsg or io_uring_enter per group, or a writev
-// per frame.
+// Tx chains go TxYieldPkts at a time (at most 64), in order, through one
+// send of the frame-I/O: one sendmmsg or io_uring_enter per group, or a
+// writev per frame. The notify threshold does not split a group.
 func TestTxGroupsPerSend(t *testing.T) {
 	for _, tc := range []struct {
 		io       IOMode
@@ -252,7 +254,7 @@ func TestTxGroupsPerSend(t *testing.T) {
 		t.Run(string(tc.io), func(t *testing.T) {
 			skipUnlessIO(t, tc.io)
 			tun := DefaultTuning()
-			tun.NotifyThreshold = 8
+			tun.NotifyThreshold, tun.TxYieldPkts = 2, 8
 			r := newRig(t, rigOptions{io: tc.io, tuning: tun})
 			if io := r.dev.IO(); io != tc.io {
 				t.Fatalf("device IO %q, want %s", io, tc.io)

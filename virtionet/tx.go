@@ -17,18 +17,28 @@ type txState struct {
 // maxIov is the kernel's limit on iovecs per readv/writev (UIO_MAXIOV).
 const maxIov = 1024
 
-// maxTxGroup bounds the chains sent with one frameIO.send.
+// maxTxGroup bounds the chains sent with one frameIO.send:
+// VHOST_NET_BATCH, as many as vhost-net hands the tap at once.
 const maxTxGroup = 64
 
 // handleTx moves guest tx chains to the backend until the ring is empty or
 // a budget is used up; it returns true when it should run again without a
-// kick (requeue). Chains go out in groups of NotifyThreshold (one system
-// call each where the frameIO batches); used entries are published after
-// each group and at the end of the run.
+// kick (requeue). Chains go out in groups of up to TxYieldPkts (at most
+// maxTxGroup; one system call each where the frameIO batches), with a
+// look for waiting rx between groups; used entries are published after
+// each group (or NotifyThreshold chains, where groups are smaller) and at
+// the end of the run. The group is not the notify threshold: where every
+// system call is dear (in a nested L1 a tap write from user space costs
+// 2.5x what vhost-net's in-kernel one does), 8 frames per io_uring_enter
+// held tx 64 B at the no-VM ceiling of one frame per write, and 64 per
+// enter moved 1.46x the frames (bench/RESULTS.md).
 func (w *worker) handleTx() (requeue bool) {
 	q, c := w.q[txQueue], &w.p.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
-	group := min(thr, maxTxGroup)
+	group := maxTxGroup
+	if y := w.tuning.TxYieldPkts; y > 0 {
+		group = min(group, y)
+	}
 	q.DisableNotify()
 	pkts, bytes, unpublished := 0, 0, 0
 	publish := func() {

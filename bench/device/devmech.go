@@ -34,7 +34,7 @@ var devMechanisms = []struct {
 var devMechFrameLens = []int{64, 1514}
 
 // devMechRun measures one mechanism in one direction at one frame size for
-// d, with the default tuning (tx groups of NotifyThreshold = 8 chains, rx
+// d, with the default tuning (tx groups of up to TxYieldPkts = 64 chains, rx
 // batches of 64) and no checksum or TSO offloads, so that each 2048-byte
 // rx buffer holds a whole frame. tx: the Go driver floods UDP to a host
 // socket; rx: an AF_PACKET sender on the host side floods the guest.
@@ -104,7 +104,7 @@ func runDevMechs(o Options, fail func(string, error)) []DevMechRow {
 
 func printDevMechs(o Options, rows []DevMechRow) {
 	fmt.Fprintf(o.Out, "Device on a tap, one system call per frame (writev/readv) vs io_uring (io=uring: a tx group of\n")
-	fmt.Fprintf(o.Out, "NotifyThreshold = 8 chains per io_uring_enter; rx reads in waves until the tap is empty). tx: the\n")
+	fmt.Fprintf(o.Out, "up to 64 chains per io_uring_enter; rx reads in waves until the tap is empty). tx: the\n")
 	fmt.Fprintf(o.Out, "driver floods UDP to a host socket; rx: an AF_PACKET sender floods the guest; no offloads; %v per run\n\n", o.BackendRun)
 	fmt.Fprintf(o.Out, "%-4s %-20s %-7s %6s %12s %16s %16s\n", "dir", "mechanism", "io=", "frame", "frames/s", "worker ns/frame", "frames/syscall")
 	for _, r := range rows {
