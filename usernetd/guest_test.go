@@ -142,6 +142,17 @@ func (g *testGuest) dial(ctx context.Context, addr string) (net.Conn, error) {
 	}, ipv4.ProtocolNumber)
 }
 
+// dialGateway connects from the guest to the host's loopback port
+// through the gateway.
+func (g *testGuest) dialGateway(ctx context.Context, t *testing.T, port string) net.Conn {
+	t.Helper()
+	c, err := g.dial(ctx, GatewayIP+":"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (g *testGuest) listen(t *testing.T, port uint16) net.Listener {
 	t.Helper()
 	ln, err := gonet.ListenTCP(g.s, tcpip.FullAddress{

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tinyvmm/internal/netnstest"
+	"tinyvmm/internal/scratchns"
 	"tinyvmm/userproc"
 )
 
@@ -43,22 +44,8 @@ func TestLinuxKernelAcrossTheLink(t *testing.T) {
 }
 
 func kernelAcrossTheLink(t *testing.T, offloads byte, wantGSO bool) {
-	ns := netnstest.Setup(t)
-	mac, err := ns.AddTap("tvun0", GuestIP+"/24")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tapFd int
-	if err := ns.Do(func() (err error) { tapFd, err = openTap("tvun0", offloads); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(tapFd)
-
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ns, mac, tapFd := linuxGuest(t, "tvun0", offloads)
+	ln, port := hostListener(t)
 	const size = 16 << 20
 	got := make(chan int64, 1)
 	go func() {
@@ -78,27 +65,13 @@ func kernelAcrossTheLink(t *testing.T, offloads byte, wantGSO bool) {
 	}()
 
 	b := open(t, Config{MAC: mac})
-	if err := unix.Send(b.Fd(), []byte{userproc.OffloadMsg, offloads}, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
 	var toKernel, fromKernel superFrames // each way
-	wg.Add(2)
-	go func() { defer wg.Done(); pump(ctx, b.Fd(), tapFd, &toKernel) }()
-	go func() { defer wg.Done(); pump(ctx, tapFd, b.Fd(), &fromKernel) }()
-	defer func() { cancel(); wg.Wait() }()
+	bridge(t, b, offloads,
+		func(ctx context.Context) { pump(ctx, b.Fd(), tapFd, &toKernel) },
+		func(ctx context.Context) { pump(ctx, tapFd, b.Fd(), &fromKernel) })
 
-	var c net.Conn
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	if err := ns.Do(func() (err error) {
-		c, err = net.DialTimeout("tcp4", GatewayIP+":"+port, 20*time.Second)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c := dialFrom(t, ns, port)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(90 * time.Second))
 	start := time.Now()
 	n, err := io.Copy(io.Discard, c) // host -> kernel, to the host's CloseWrite
 	if err != nil || n != size {
@@ -129,6 +102,55 @@ func kernelAcrossTheLink(t *testing.T, offloads byte, wantGSO bool) {
 	if tx := b.conn.tx; tx != nil && tx.calls.Load() > 0 {
 		t.Logf("to the kernel: %d frames in %d sendmmsg calls (%.1f each)", tx.frames.Load(), tx.calls.Load(), float64(tx.frames.Load())/float64(tx.calls.Load()))
 	}
+}
+
+// linuxGuest makes a namespace with the tap name at GuestIP/24, for
+// Linux's stack to play the guest on, and opens the tap with offloads (see
+// openTap) until the test ends.
+func linuxGuest(t *testing.T, name string, offloads byte) (ns *scratchns.NS, mac net.HardwareAddr, tapFd int) {
+	t.Helper()
+	ns = netnstest.Setup(t)
+	mac, err := ns.AddTap(name, GuestIP+"/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Do(func() (err error) { tapFd, err = openTap(name, offloads); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(tapFd) })
+	return ns, mac, tapFd
+}
+
+// bridge tells the gateway in band the offloads the guest takes, as the
+// device does, and runs the pumps that carry frames between the Backend's
+// link and the guest's tap until the test ends.
+func bridge(t *testing.T, b *Backend, offloads byte, pumps ...func(ctx context.Context)) {
+	t.Helper()
+	if err := unix.Send(b.Fd(), []byte{userproc.OffloadMsg, offloads}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, p := range pumps {
+		wg.Add(1)
+		go func() { defer wg.Done(); p(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// dialFrom connects from inside ns, through the gateway, to the host's
+// loopback port, with 90 s for the whole exchange.
+func dialFrom(t *testing.T, ns *scratchns.NS, port string) net.Conn {
+	t.Helper()
+	var c net.Conn
+	if err := ns.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp4", GatewayIP+":"+port, 20*time.Second)
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(90 * time.Second))
+	return c
 }
 
 // openTap attaches to the persistent tap name with 12-byte vnet headers

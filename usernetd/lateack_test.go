@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/internal/netnstest"
 	"tinyvmm/userproc"
 )
 
@@ -23,52 +20,18 @@ import (
 // (which a machine stalled for 200 ms may fire). With RACK's tail loss
 // probes, each stall sent a probe after two round trips.
 func TestLateACKsCostNoRetransmission(t *testing.T) {
-	ns := netnstest.Setup(t)
-	mac, err := ns.AddTap("tvla0", GuestIP+"/24")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tapFd int
-	if err := ns.Do(func() (err error) { tapFd, err = openTap("tvla0", userproc.Offloads); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(tapFd)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ns, mac, tapFd := linuxGuest(t, "tvla0", userproc.Offloads)
+	ln, port := hostListener(t)
 	const size = 16 << 20
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, io.LimitReader(zeroReader{}, size))
-	}()
+	go serveZeros(ln, size)
 	b := open(t, Config{MAC: mac})
-	if err := unix.Send(b.Fd(), []byte{userproc.OffloadMsg, userproc.Offloads}, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
 	var toGuest superFrames
-	wg.Add(2)
-	go func() { defer wg.Done(); pump(ctx, b.Fd(), tapFd, &toGuest) }()
-	go func() { defer wg.Done(); stallingPump(ctx, tapFd, b.Fd()) }()
-	defer func() { cancel(); wg.Wait() }()
+	bridge(t, b, userproc.Offloads,
+		func(ctx context.Context) { pump(ctx, b.Fd(), tapFd, &toGuest) },
+		func(ctx context.Context) { stallingPump(ctx, tapFd, b.Fd()) })
 
-	var c net.Conn
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	if err := ns.Do(func() (err error) {
-		c, err = net.DialTimeout("tcp4", GatewayIP+":"+port, 20*time.Second)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
+	c := dialFrom(t, ns, port)
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(90 * time.Second))
 	if n, err := io.Copy(io.Discard, c); err != nil || n != size {
 		t.Fatalf("the guest received %d bytes (%v), want %d", n, err, size)
 	}

@@ -126,11 +126,7 @@ func TestGatewayAnswersARPForItselfOnly(t *testing.T) {
 // stack holds unacknowledged and unsent, which bounded a transfer to the
 // guest at 1 MiB per round trip of the link.
 func TestGatewaySendBuffer(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln, port := hostListener(t)
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		if c, err := ln.Accept(); err == nil {
@@ -141,11 +137,7 @@ func TestGatewaySendBuffer(t *testing.T) {
 	g := newTestGuest(t, b, testMAC)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	c, err := g.dial(ctx, GatewayIP+":"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := g.dialGateway(ctx, t, port)
 	defer c.Close()
 	var hc net.Conn
 	select {

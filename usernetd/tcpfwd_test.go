@@ -70,11 +70,7 @@ func TestSpliceCopiesGrowWithTheData(t *testing.T) {
 // closes its writing, and still reads the host's answer, which the host
 // sends only after it saw the guest's end.
 func TestNATPassesHalfCloses(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln, port := hostListener(t)
 	const size = 3 << 20
 	go func() {
 		c, err := ln.Accept()
@@ -89,11 +85,7 @@ func TestNATPassesHalfCloses(t *testing.T) {
 	g := newTestGuest(t, b, testMAC)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	c, err := g.dial(ctx, GatewayIP+":"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := g.dialGateway(ctx, t, port)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.Copy(c, io.LimitReader(zeroReader{}, size)); err != nil {

@@ -274,11 +274,7 @@ func TestBulkTransferToHost(t *testing.T) { bulkToHost(t, false) }
 func TestBulkTransferToHostTSO(t *testing.T) { bulkToHost(t, true) }
 
 func bulkToHost(t *testing.T, tso bool) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln, port := hostListener(t)
 	const size = 16 << 20
 	got := make(chan int64, 1)
 	go func() {
@@ -295,11 +291,7 @@ func bulkToHost(t *testing.T, tso bool) {
 	g := newTestGuestOpts(t, b, testMAC, maxVnetHdr, tso)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	c, err := g.dial(ctx, GatewayIP+":"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := g.dialGateway(ctx, t, port)
 	c.SetDeadline(time.Now().Add(60 * time.Second))
 	start := time.Now()
 	if _, err := io.Copy(c, io.LimitReader(zeroReader{}, size)); err != nil {
@@ -315,6 +307,31 @@ func bulkToHost(t *testing.T, tso bool) {
 type zeroReader struct{}
 
 func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// hostListener listens on the host's loopback until the test ends and
+// returns the listener with its port, which the guest reaches through
+// the gateway.
+func hostListener(t *testing.T) (net.Listener, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return ln, port
+}
+
+// serveZeros sends size zero bytes to the first connection ln accepts,
+// then closes it.
+func serveZeros(ln net.Listener, size int64) {
+	c, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	io.Copy(c, io.LimitReader(zeroReader{}, size))
+}
 
 // The device in another process sets the header size in band, with
 // userproc's 2-byte message: the frames after it carry 10-byte headers,
@@ -381,20 +398,9 @@ func TestBulkTransferFromHost(t *testing.T) { bulkFromHost(t, false) }
 func TestBulkTransferFromHostGSO(t *testing.T) { bulkFromHost(t, true) }
 
 func bulkFromHost(t *testing.T, gso bool) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln, port := hostListener(t)
 	const size = 16 << 20
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, io.LimitReader(zeroReader{}, size))
-	}()
+	go serveZeros(ln, size)
 	if !gso {
 		t.Setenv(userproc.NoGSOEnv, "1")
 	}
@@ -407,11 +413,7 @@ func bulkFromHost(t *testing.T, gso bool) {
 	g := newTestGuestOpts(t, b, testMAC, maxVnetHdr, gso)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	c, err := g.dial(ctx, GatewayIP+":"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := g.dialGateway(ctx, t, port)
 	defer c.Close()
 	defer func() {
 		if in := g.gsoIn.Load(); gso && in == 0 || !gso && in != 0 {
