@@ -5,13 +5,11 @@ import (
 	"io"
 	"net"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"tinyvmm/internal/netnstest"
 	"tinyvmm/userproc"
 )
 
@@ -132,40 +130,24 @@ func processCPU() time.Duration {
 // with the offloads the user network takes, and pumps its frames to and
 // from fd (the path's other end) until the benchmark ends.
 func guestTap(b *testing.B, fd int) (do func(func() error) error, mac net.HardwareAddr) {
-	ns := netnstest.Setup(b)
-	mac, err := ns.AddTap("tvg0", GuestIP+"/24")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var tapFd int
-	if err := ns.Do(func() (err error) { tapFd, err = openTap("tvg0", userproc.Offloads); return }); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { unix.Close(tapFd) }) // before the namespace goes (cleanups run last first)
-	pumpBoth(b, tapFd, fd)                  // stopped before the fds close
+	ns, mac, tapFd := tapNS(b, "tvg0", GuestIP+"/24", userproc.Offloads)
+	pumpBoth(b, tapFd, fd) // stopped before the fds close
 	return ns.Do, mac
 }
 
 // pumpBoth copies frames both ways between a and b until the benchmark
 // ends.
 func pumpBoth(b *testing.B, x, y int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
 	var xy, yx superFrames
-	wg.Add(2)
-	go func() { defer wg.Done(); pump(ctx, x, y, &xy) }()
-	go func() { defer wg.Done(); pump(ctx, y, x, &yx) }()
-	b.Cleanup(func() { cancel(); wg.Wait() })
+	runPumps(b,
+		func(ctx context.Context) { pump(ctx, x, y, &xy) },
+		func(ctx context.Context) { pump(ctx, y, x, &yx) })
 }
 
 // userPath is the guest behind the user network, reaching the host's
 // 127.0.0.1 through the gateway (GatewayIP).
 func userPath(b *testing.B) *bulkPath {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
+	ln, port := hostListener(b)
 	// The link is set up as tinyvmm sets it up; its MAC is the tap's,
 	// known once the tap exists, so the Backend opens after it: the
 	// pump starts on a socketpair end the Backend then serves.
@@ -185,22 +167,13 @@ func userPath(b *testing.B) *bulkPath {
 	if err := unix.Send(fds[0], []byte{userproc.OffloadMsg, userproc.Offloads}, 0); err != nil {
 		b.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return &bulkPath{name: "user", guest: do, ln: ln, dialAddr: GatewayIP + ":" + port}
 }
 
 // tapPath is the guest behind a tap of the host's own stack: the host is
 // a namespace of its own with a tap at GatewayIP.
 func tapPath(b *testing.B) *bulkPath {
-	host := netnstest.Setup(b)
-	if _, err := host.AddTap("tvh0", GatewayIP+"/24"); err != nil {
-		b.Fatal(err)
-	}
-	var hostFd int
-	if err := host.Do(func() (err error) { hostFd, err = openTap("tvh0", userproc.Offloads); return }); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { unix.Close(hostFd) })
+	host, _, hostFd := tapNS(b, "tvh0", GatewayIP+"/24", userproc.Offloads)
 	var ln net.Listener
 	if err := host.Do(func() (err error) { ln, err = net.Listen("tcp4", GatewayIP+":0"); return }); err != nil {
 		b.Fatal(err)

@@ -44,7 +44,7 @@ func TestLinuxKernelAcrossTheLink(t *testing.T) {
 }
 
 func kernelAcrossTheLink(t *testing.T, offloads byte, wantGSO bool) {
-	ns, mac, tapFd := linuxGuest(t, "tvun0", offloads)
+	ns, mac, tapFd := tapNS(t, "tvun0", GuestIP+"/24", offloads)
 	ln, port := hostListener(t)
 	const size = 16 << 20
 	got := make(chan int64, 1)
@@ -104,20 +104,20 @@ func kernelAcrossTheLink(t *testing.T, offloads byte, wantGSO bool) {
 	}
 }
 
-// linuxGuest makes a namespace with the tap name at GuestIP/24, for
-// Linux's stack to play the guest on, and opens the tap with offloads (see
-// openTap) until the test ends.
-func linuxGuest(t *testing.T, name string, offloads byte) (ns *scratchns.NS, mac net.HardwareAddr, tapFd int) {
-	t.Helper()
-	ns = netnstest.Setup(t)
-	mac, err := ns.AddTap(name, GuestIP+"/24")
+// tapNS makes a namespace with the tap name at addr and opens the tap
+// with offloads (see openTap) until the test ends; the fd closes before
+// the namespace goes (cleanups run last first).
+func tapNS(tb testing.TB, name, addr string, offloads byte) (ns *scratchns.NS, mac net.HardwareAddr, tapFd int) {
+	tb.Helper()
+	ns = netnstest.Setup(tb)
+	mac, err := ns.AddTap(name, addr)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := ns.Do(func() (err error) { tapFd, err = openTap(name, offloads); return }); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(tapFd) })
+	tb.Cleanup(func() { unix.Close(tapFd) })
 	return ns, mac, tapFd
 }
 
@@ -129,13 +129,19 @@ func bridge(t *testing.T, b *Backend, offloads byte, pumps ...func(ctx context.C
 	if err := unix.Send(b.Fd(), []byte{userproc.OffloadMsg, offloads}, 0); err != nil {
 		t.Fatal(err)
 	}
+	runPumps(t, pumps...)
+}
+
+// runPumps runs each pump until the test ends; they stop before the fds
+// they use close if those closes were registered as cleanups earlier.
+func runPumps(tb testing.TB, pumps ...func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, p := range pumps {
 		wg.Add(1)
 		go func() { defer wg.Done(); p(ctx) }()
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	tb.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // dialFrom connects from inside ns, through the gateway, to the host's

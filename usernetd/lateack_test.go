@@ -20,7 +20,7 @@ import (
 // (which a machine stalled for 200 ms may fire). With RACK's tail loss
 // probes, each stall sent a probe after two round trips.
 func TestLateACKsCostNoRetransmission(t *testing.T) {
-	ns, mac, tapFd := linuxGuest(t, "tvla0", userproc.Offloads)
+	ns, mac, tapFd := tapNS(t, "tvla0", GuestIP+"/24", userproc.Offloads)
 	ln, port := hostListener(t)
 	const size = 16 << 20
 	go serveZeros(ln, size)

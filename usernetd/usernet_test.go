@@ -311,13 +311,13 @@ func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // hostListener listens on the host's loopback until the test ends and
 // returns the listener with its port, which the guest reaches through
 // the gateway.
-func hostListener(t *testing.T) (net.Listener, string) {
-	t.Helper()
+func hostListener(tb testing.TB) (net.Listener, string) {
+	tb.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	tb.Cleanup(func() { ln.Close() })
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return ln, port
 }
