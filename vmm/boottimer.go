@@ -64,6 +64,9 @@ type SetupStep struct {
 // bootClock records a boot's milestones. Its zero value records nothing
 // beyond timestamps; with stats fds it also samples KVM's counters.
 type bootClock struct {
+	// firstRun is the first KVM_RUN in ns since processStart, on the
+	// monotonic clock the set-up steps are timed with, so that the steps
+	// add up to it exactly (the wall clock may be slewed meanwhile).
 	firstRun  atomic.Int64
 	initAt    atomic.Int64
 	once      sync.Once
@@ -89,7 +92,7 @@ func (b *bootClock) step(name string) {
 // noteRun records the first KVM_RUN.
 func (b *bootClock) noteRun() {
 	if b.firstRun.Load() == 0 {
-		b.firstRun.CompareAndSwap(0, time.Now().UnixNano())
+		b.firstRun.CompareAndSwap(0, max(int64(time.Since(processStart)), 1))
 	}
 }
 
@@ -164,13 +167,17 @@ func (b *bootClock) sample() {
 func (b *bootClock) stats(run, stop time.Time) BootStats {
 	s := b.atInit
 	s.ProcessUnixNs, s.RunUnixNs, s.StopUnixNs = processStart.UnixNano(), run.UnixNano(), stop.UnixNano()
-	s.FirstRunUnixNs, s.InitUnixNs = b.firstRun.Load(), b.initAt.Load()
+	s.InitUnixNs = b.initAt.Load()
 	s.SetupMs = b.setup
-	if first := b.firstRun.Load(); first != 0 && !b.lastStep.IsZero() {
+	first := b.firstRun.Load()
+	if first != 0 {
+		s.FirstRunUnixNs = processStart.UnixNano() + first
+	}
+	if first != 0 && !b.lastStep.IsZero() {
 		// The vCPU goroutines' start: a new locked OS thread each, which
 		// the scheduler must run (3-15 ms in the nested L1); with it the
 		// steps add up to the first KVM_RUN.
-		s.SetupMs = append(s.SetupMs[:len(s.SetupMs):len(s.SetupMs)], SetupStep{"vCPU threads to first KVM_RUN", millis(time.Unix(0, first).Sub(b.lastStep))})
+		s.SetupMs = append(s.SetupMs[:len(s.SetupMs):len(s.SetupMs)], SetupStep{"vCPU threads to first KVM_RUN", millis(time.Duration(first) - b.lastStep.Sub(processStart))})
 	}
 	return s
 }
