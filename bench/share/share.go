@@ -569,8 +569,8 @@ func measureAll(dir, tree string, runs int, evict bool, progress io.Writer) (Run
 			wall := time.Since(start)
 			rate := float64(readers*parFileSize) / (1 << 20) / wall.Seconds()
 			cpu1, err := cpuBusy()
-			busy := -1.0 // no /proc/stat
-			if cpuErr == nil && err == nil {
+			busy := -1.0 // no /proc/stat, or a cell too short to tell
+			if cpuErr == nil && err == nil && wall >= minBusyWall {
 				busy = (cpu1 - cpu0).Seconds() / wall.Seconds()
 			}
 			if readers == 1 {
@@ -598,6 +598,11 @@ func dropCached(path string) error {
 	}
 	return nil
 }
+
+// minBusyWall is the shortest parallel cell whose busy CPUs are told:
+// /proc/stat counts in clock ticks (10 ms), so over a cell of a few ms
+// one tick per CPU reads as several CPUs kept busy.
+const minBusyWall = time.Second
 
 // cpuBusy is the CPU time every CPU has spent not idle (and not waiting
 // for I/O) since boot, from /proc/stat's first line.
