@@ -28,10 +28,9 @@ const maxTxGroup = 64
 // look for waiting rx between groups; used entries are published after
 // each group (or NotifyThreshold chains, where groups are smaller) and at
 // the end of the run. The group is not the notify threshold: where every
-// system call is dear (in a nested L1 a tap write from user space costs
-// 2.5x what vhost-net's in-kernel one does), 8 frames per io_uring_enter
-// held tx 64 B at the no-VM ceiling of one frame per write, and 64 per
-// enter moved 1.46x the frames (bench/RESULTS.md).
+// system call is dear (a nested L1), a group of the threshold's size held
+// small frames at the rate of one write per frame, and vhost-net's batch
+// moved far more (bench/RESULTS.md has the runs).
 func (w *worker) handleTx() (requeue bool) {
 	q, c := w.q[txQueue], &w.p.counters[txQueue]
 	thr := max(w.tuning.NotifyThreshold, 1)
