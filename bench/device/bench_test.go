@@ -1,6 +1,7 @@
 package device
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -122,5 +123,72 @@ func BenchmarkRx(b *testing.B) {
 				wg.Wait()
 			})
 		}
+	}
+}
+
+// BenchmarkLoneRoundTrip: a host socket sends one UDP request at a time
+// to the Go driver's echo port and waits for the answer, as a ping or a
+// TCP_RR turn does. Every frame is alone, so each costs the worker a
+// wakeup and a run of its own: worker-ns/rt is the device's CPU per turn,
+// which on a host shared with the peer (a nested L1, a busy server) is
+// time the peer waits.
+func BenchmarkLoneRoundTrip(b *testing.B) {
+	skipUnlessNetns(b)
+	for _, io := range []virtionet.IOMode{virtionet.IOUring, virtionet.IOWritev} {
+		b.Run("io="+string(io), func(b *testing.B) {
+			env, err := newEnvIO(false, io, virtionet.DefaultTuning(), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer env.Close()
+			pinger, err := env.UDPSocket(7000, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer unix.Close(pinger)
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { defer wg.Done(); guestSink(env.Guest, &stop) }()
+			defer func() { stop.Store(true); wg.Wait() }()
+			to := &unix.SockaddrInet4{Addr: [4]byte{10, 0, 2, 15}, Port: ethframe.EchoPort}
+			buf := make([]byte, 64)
+			turn := func(seq uint64) {
+				var req [8]byte
+				binary.BigEndian.PutUint64(req[:], seq)
+				if err := unix.Sendto(pinger, req[:], 0, to); err != nil {
+					b.Fatal(err)
+				}
+				for {
+					n, _, err := unix.Recvfrom(pinger, buf, 0)
+					if err == unix.EINTR {
+						continue
+					}
+					if err != nil {
+						b.Fatalf("turn %d: %v", seq, err)
+					}
+					if n == 8 && binary.BigEndian.Uint64(buf) == seq {
+						return
+					}
+				}
+			}
+			for i := range 100 { // ARP, and the worker's first runs
+				turn(uint64(i))
+			}
+			stats := func() (cpu, calls, kicks uint64) {
+				s := env.Dev.Stats()
+				return s.WorkerCPUNs, s.Queues[0].Syscalls + s.Queues[1].Syscalls, s.Queues[0].Kicks + s.Queues[1].Kicks
+			}
+			c0, s0, k0 := stats()
+			b.ResetTimer()
+			for i := range b.N {
+				turn(uint64(1000 + i))
+			}
+			b.StopTimer()
+			c1, s1, k1 := stats()
+			b.ReportMetric(float64(c1-c0)/float64(b.N), "worker-ns/rt")
+			b.ReportMetric(float64(k1-k0)/float64(b.N), "kicks/rt")
+			b.ReportMetric(float64(s1-s0)/float64(b.N), "backend-syscalls/rt")
+		})
 	}
 }
