@@ -20,16 +20,30 @@ var errRingUnsupported = errors.New("the backend takes no RWF_NOWAIT requests")
 // uringIO moves a group of frames per io_uring_enter: one WRITEV or READV
 // request per frame, each RWF_NOWAIT, so that none is parked and the enter
 // returns with all of them done. The ring is the device's (Device.ring).
+//
+// A frame that comes alone goes by a plain writev or readv instead: an
+// io_uring_enter costs more than one such call, and a ping or a
+// request/response turn moves one frame at a time (in the nested L1, both
+// lost to vhost-net by io_uring and not by readv and writev; bench/RESULTS.md).
+// The ring is for groups: a send of two frames or more, and the reads of
+// a batch once two frames in a row were waiting.
 type uringIO struct {
-	ring *uring.Ring
-	wave int // reads in the first rx wave of the next batch
+	ring       *uring.Ring
+	wave       int    // reads in the first rx wave of the next batch
+	lone       bool   // the last recv found at most one frame: the next starts with readv
+	plainCalls uint64 // readv and writev calls made for lone frames
 }
 
-func newUringIO(r *uring.Ring) *uringIO { return &uringIO{ring: r, wave: minRxWave} }
+func newUringIO(r *uring.Ring) *uringIO { return &uringIO{ring: r, wave: minRxWave, lone: true} }
 
 func (*uringIO) name() IOMode { return IOUring }
 
 func (u *uringIO) send(fd int, frames [][]unix.Iovec, res []int) (calls int, err error) {
+	if len(frames) == 1 {
+		calls, err = vectorIO{}.send(fd, frames, res)
+		u.plainCalls += uint64(calls)
+		return calls, err
+	}
 	for start := 0; start < len(frames); {
 		queued := 0
 		for i := start; i < len(frames) && u.ring.Writev(fd, frames[i], uint64(i)); i++ {
@@ -61,19 +75,45 @@ func (u *uringIO) send(fd int, frames [][]unix.Iovec, res []int) (calls int, err
 	return calls, nil
 }
 
-// recv reads in waves of one io_uring_enter each until the slots are full
-// or a read finds the backend empty. A read that finds nothing costs
-// little but not nothing, so the first wave is as deep as the last recv
-// read (twice that when it filled every slot: a batch that goes on into
-// more slots goes on doubling), and each next one twice as deep.
+// recv reads after a lone frame with readv, one frame and one more (which
+// finds the backend empty when the frame came alone); when both slots take
+// a frame, and otherwise from the start, it reads in waves of one
+// io_uring_enter each until the slots are full or a read finds the backend
+// empty. A read that finds nothing costs little but not nothing, so the
+// first wave is as deep as the last recv read (twice that when it filled
+// every slot: a batch that goes on into more slots goes on doubling), and
+// each next one twice as deep.
 func (u *uringIO) recv(fd int, slots [][]unix.Iovec, got []int) (n, calls int, err error) {
-	frames, wave := 0, u.wave
+	frames := 0
 	defer func() {
+		u.lone = frames <= 1
 		u.wave = max(frames, minRxWave)
 		if frames > 0 && frames == len(slots) {
 			u.wave = 2 * frames
 		}
 	}()
+	if u.lone {
+		k := min(2, len(slots))
+		n, calls, err = vectorIO{}.recv(fd, slots[:k], got[:k])
+		u.plainCalls += uint64(calls)
+		frames = n
+		if err != nil || n < k || n == len(slots) {
+			return n, calls, err
+		}
+	}
+	m, c, err := u.recvWaves(fd, slots[n:], got[n:])
+	for _, g := range got[n : n+m] {
+		if g > 0 {
+			frames++
+		}
+	}
+	return n + m, calls + c, err
+}
+
+// recvWaves reads into slots in waves of one io_uring_enter each, the
+// first u.wave deep (recv).
+func (u *uringIO) recvWaves(fd int, slots [][]unix.Iovec, got []int) (n, calls int, err error) {
+	wave := u.wave
 	for n < len(slots) {
 		k := min(wave, len(slots)-n, u.ring.Entries())
 		queued := 0
@@ -96,7 +136,6 @@ func (u *uringIO) recv(fd int, slots [][]unix.Iovec, got []int) (n, calls int, e
 		for i := n; i < n+k; i++ {
 			if got[i] > 0 {
 				end = i + 1
-				frames++
 			} else if firstEmpty < 0 {
 				firstEmpty = i
 			}

@@ -112,9 +112,10 @@ func TestIOUringFailureFallsBackToWritev(t *testing.T) {
 
 // Rx with IO=uring reads in waves, each one io_uring_enter twice as deep
 // as the one before, starting from the last batch's depth, until a read
-// finds the backend empty: 20 waiting frames take waves of 4, 8 and 16
-// reads, and make one batch (one publish, one interrupt). Without
-// GUEST_TSO every 2048-byte buffer holds a whole frame.
+// finds the backend empty. The first read of a device's life is as after
+// a lone frame, two readv (uringIO); 20 waiting frames then take waves of
+// 4, 8 and 16 reads, and make one batch (one publish, one interrupt).
+// Without GUEST_TSO every 2048-byte buffer holds a whole frame.
 func TestRxIOUringWaves(t *testing.T) {
 	skipUnlessUring(t)
 	r := newRig(t, rigOptions{io: IOUring, features: FeatVersion1 | FeatMAC | FeatMrgRxBuf})
@@ -130,8 +131,8 @@ func TestRxIOUringWaves(t *testing.T) {
 			t.Fatalf("frame %d: used length %d", i, l)
 		}
 	}
-	if s := r.stats(rxQueue); s.Syscalls != 3 || s.Batches["16-31"] != 1 || len(s.Batches) != 1 {
-		t.Errorf("rx: %d system calls, batches %v; want 3 and one batch of 16-31\n%s", s.Syscalls, s.Batches, r.trace.String())
+	if s := r.stats(rxQueue); s.Syscalls != 5 || s.Batches["16-31"] != 1 || len(s.Batches) != 1 {
+		t.Errorf("rx: %d system calls, batches %v; want 5 and one batch of 16-31\n%s", s.Syscalls, s.Batches, r.trace.String())
 	}
 	if n := r.rx.Irq.Count(); n != 1 {
 		t.Errorf("%d interrupts, want 1", n)
@@ -241,8 +242,9 @@ func TestIOUringUnsupportedBackendFallsBack(t *testing.T) {
 	}
 }
 
-// The same on rx: the refused reads go back, and the frame is read by
-// readv.
+// The same on rx. A lone frame is read by readv (uringIO), so the ring
+// is not asked for it; after a burst it is, refuses, and the read goes
+// back: the frame is still there for readv.
 func TestIOUringUnsupportedBackendFallsBackRx(t *testing.T) {
 	skipUnlessUring(t)
 	skipProbe(t)
@@ -256,7 +258,110 @@ func TestIOUringUnsupportedBackendFallsBackRx(t *testing.T) {
 	}
 	var lens []uint32
 	r.waitUsed(r.rx, 1, func(u virtiotest.UsedElem) { lens = append(lens, u.Len) })
-	if lens[0] != uint32(len(frame)) || r.dev.IO() != IOWritev || !strings.Contains(r.log.String(), "RWF_NOWAIT") {
-		t.Errorf("used length %d (want %d), device IO %q, log %q", lens[0], len(frame), r.dev.IO(), r.log.String())
+	if lens[0] != uint32(len(frame)) {
+		t.Errorf("used length %d, want %d", lens[0], len(frame))
+	}
+
+	ring, err := uring.New(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ring.Close()
+	pb2 := openPtyBackend(t)
+	defer pb2.Close()
+	u := newUringIO(ring)
+	u.lone = false // as after a burst
+	if _, err := unix.Write(pb2.peer, frame); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 128)
+	got := []int{0}
+	_, _, err = u.recv(pb2.master, [][]unix.Iovec{{iovec(buf)}}, got)
+	if f, ok := err.(*ioFailure); !ok || f.err != errRingUnsupported {
+		t.Fatalf("the ring's read: %v, want the ring refused", err)
+	}
+	var readv vectorIO
+	if n, _, err := readv.recv(pb2.master, [][]unix.Iovec{{iovec(buf)}}, got); n != 1 || err != nil || got[0] != len(frame) {
+		t.Errorf("readv after the refusal: %d frames of %d bytes, %v; want the frame", n, got[0], err)
+	}
+}
+
+// TestUringLoneFramesGoByPlainCalls: a send of one frame is one writev, a
+// send of more one io_uring_enter; after a lone frame a recv starts with
+// readv and turns to the ring only when two frames in a row wait. Every
+// frame arrives, in order.
+func TestUringLoneFramesGoByPlainCalls(t *testing.T) {
+	skipUnlessUring(t)
+	ring, err := uring.New(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ring.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	u := newUringIO(ring)
+	frame := func(i int) []byte { return []byte{byte(i), 1, 2, 3} }
+
+	res := make([]int, 3)
+	plain := u.plainCalls
+	if _, err := u.send(fds[0], [][]unix.Iovec{{iovec(frame(0))}}, res[:1]); err != nil || res[0] != 4 {
+		t.Fatalf("send of one: %v, %d", err, res[0])
+	}
+	if u.plainCalls != plain+1 {
+		t.Errorf("a send of one frame made %d plain calls, want 1", u.plainCalls-plain)
+	}
+	plain = u.plainCalls
+	three := [][]unix.Iovec{{iovec(frame(1))}, {iovec(frame(2))}, {iovec(frame(3))}}
+	if calls, err := u.send(fds[0], three, res); err != nil || calls != 1 || u.plainCalls != plain {
+		t.Errorf("a send of three: %d calls, %d plain, %v; want one io_uring_enter", calls, u.plainCalls-plain, err)
+	}
+	buf := make([]byte, 16)
+	for i := 0; i < 4; i++ {
+		if n, err := unix.Read(fds[1], buf); err != nil || string(buf[:n]) != string(frame(i)) {
+			t.Fatalf("frame %d: %q, %v", i, buf[:n], err)
+		}
+	}
+
+	bufs := make([][]byte, 8)
+	slots := make([][]unix.Iovec, 8)
+	for i := range slots {
+		bufs[i] = make([]byte, 16)
+		slots[i] = []unix.Iovec{iovec(bufs[i])}
+	}
+	got := make([]int, 8)
+	recv := func(sent int) (plainCalls uint64) {
+		t.Helper()
+		for i := 0; i < sent; i++ {
+			if _, err := unix.Write(fds[1], frame(10+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plain := u.plainCalls
+		n, _, err := u.recv(fds[0], slots, got)
+		if n != sent || !errors.Is(err, unix.EAGAIN) {
+			t.Fatalf("recv of %d: %d, %v", sent, n, err)
+		}
+		for i := 0; i < sent; i++ {
+			if string(bufs[i][:got[i]]) != string(frame(10+i)) {
+				t.Fatalf("recv of %d: slot %d holds %q", sent, i, bufs[i][:got[i]])
+			}
+		}
+		return u.plainCalls - plain
+	}
+	if p := recv(1); p != 2 {
+		t.Errorf("a lone frame took %d plain calls, want 2 (the frame, and the backend empty)", p)
+	}
+	if p := recv(5); p != 2 {
+		t.Errorf("five frames after a lone one took %d plain calls, want 2, then the ring", p)
+	}
+	if p := recv(1); p != 0 {
+		t.Errorf("a frame after five took %d plain calls, want the ring's", p)
+	}
+	if p := recv(1); p != 2 {
+		t.Errorf("a second lone frame took %d plain calls, want 2", p)
 	}
 }
