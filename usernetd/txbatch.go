@@ -151,7 +151,7 @@ func (t *txBatcher) send(batch [][]byte, msgs []mmsghdr, iovs []unix.Iovec) erro
 		var serr error
 		err := t.rc.Write(func(fd uintptr) bool {
 			for {
-				r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+				r, e := rawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
 				switch e {
 				case 0:
 					sent = int(r)
