@@ -63,6 +63,7 @@ func (fw *forwarder) accept() {
 // serve connects one host connection to the guest's port and copies both
 // ways until either side is done.
 func (fw *forwarder) serve(host net.Conn) {
+	host = hostConn(host)
 	ctx, cancel := context.WithTimeout(fw.b.ctx, dialGuestTimeout)
 	guest, err := fw.b.vn.dialGuest(ctx, fw.guest)
 	cancel()

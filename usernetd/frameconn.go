@@ -55,7 +55,7 @@ func (c *frameConn) Read(b []byte) (int, error) {
 		var n, flags int
 		var rerr error
 		err := rc.Read(func(fd uintptr) bool {
-			n, _, flags, _, rerr = unix.RecvmsgBuffers(int(fd), [][]byte{h, b}, nil, unix.MSG_DONTWAIT)
+			n, flags, rerr = recvmsg(int(fd), h, b)
 			return !errors.Is(rerr, unix.EAGAIN)
 		})
 		if err == nil {
@@ -128,7 +128,7 @@ func (c *frameConn) writeFrame(h []byte, parts ...[]byte) (int, error) {
 	var n int
 	var werr error
 	err = rc.Write(func(fd uintptr) bool {
-		n, werr = unix.SendmsgBuffers(int(fd), append([][]byte{h}, parts...), nil, nil, unix.MSG_DONTWAIT)
+		n, werr = sendmsg(int(fd), append([][]byte{h}, parts...))
 		return !errors.Is(werr, unix.EAGAIN)
 	})
 	if err == nil {

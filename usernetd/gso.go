@@ -56,6 +56,11 @@ func (l *gsoLink) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	if !l.direct || c == nil {
 		return l.LinkEndpoint.WritePackets(pkts)
 	}
+	if c.tx != nil {
+		// The burst goes to the device in one send, at its end.
+		c.tx.hold()
+		defer c.tx.release()
+	}
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
 		if err := l.write(c, pkt); err != nil {

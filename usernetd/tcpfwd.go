@@ -51,7 +51,7 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 		}
 		hc := host.(*net.TCPConn)
 		hc.SetKeepAlivePeriod(time.Minute) // as tcpproxy sets it
-		splice(gonet.NewTCPConn(&wq, ep), hc)
+		splice(gonet.NewTCPConn(&wq, ep), hostConn(hc).(halfCloser))
 	})
 }
 

@@ -43,7 +43,7 @@ func TestQEMUAnswersTheDNSCell(t *testing.T) {
 	}
 	defer pc.Close()
 	go h.serveDNS(pc)
-	out, err := boot(ns, o, "qemu", "echo cell dns && "+dnsLookup()+" && echo BENCH-USERNET-DONE", "")
+	out, err := boot(ns, o, "qemu", "echo cell dns && "+dnsLookup()+" && echo BENCH-USERNET-DONE", "", nil)
 	h.mu.Lock()
 	answered := len(h.dnsTimes)
 	h.mu.Unlock()

@@ -84,6 +84,7 @@ type Options struct {
 	Profile                string // tinyvmm-usernet's CPU profile, last tinyvmm boot
 	JSON                   string
 	ShowConsole            int           // lines of each boot's console to show
+	Sched                  bool          // each cell's context switches and CPU time per thread group
 	BootTimeout            time.Duration // one boot's bound
 }
 
@@ -106,6 +107,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Profile, "cpuprofile", "", "write tinyvmm-usernet's CPU profile of the last tinyvmm boot to `PREFIX`.N, one file per 2 s (go tool pprof merges them)")
 	fs.StringVar(&o.JSON, "json", "", "write every run's numbers to `FILE`")
 	fs.DurationVar(&o.BootTimeout, "boot-timeout", 5*time.Minute, "bound on one boot, all its cells")
+	fs.BoolVar(&o.Sched, "sched", false, "show each cell's context switches and CPU time per thread group of the system under test (and of the benchmark's servers), from /proc, per unit of work")
 	fs.IntVar(&o.ShowConsole, "show-console", 0, "show the last `N` lines of each boot's console (with --run-args --stats: tinyvmm's device counters)")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm-lab bench usernet [flags]   --net user vs QEMU's -netdev user: bulk TCP both ways, round trips, DNS", args, stdout); help || err != nil {
 		return err
@@ -306,7 +308,11 @@ func run(o Options, stdout, stderr io.Writer) error {
 			if sys == "tinyvmm" && o.Profile != "" && r == o.Runs-1 {
 				profile = o.Profile
 			}
-			console, err := boot(ns, o, sys, script, profile)
+			var watch *schedWatch
+			if o.Sched {
+				watch = &schedWatch{}
+			}
+			console, err := boot(ns, o, sys, script, profile, watch)
 			res := Result{System: sys, Run: r + 1, Cells: map[string]float64{}}
 			collect(h, bytes, o, &res)
 			if err != nil || len(res.Cells) < len(cells) {
@@ -316,6 +322,10 @@ func run(o Options, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, cellLine(res.Cells))
 			if o.ShowConsole > 0 {
 				fmt.Fprintf(stderr, "%s\n", tail(console, o.ShowConsole))
+			}
+			if watch != nil {
+				watch.report(stderr, sys, r+1, map[string]float64{
+					"g2h": float64(o.SizeMiB) * 1024, "h2g": float64(o.SizeMiB), "rr": float64(o.RR), "dns": float64(o.DNS)})
 			}
 			results = append(results, res)
 		}
@@ -432,7 +442,8 @@ func outsideNameserver() string {
 }
 
 // boot runs one guest of sys to its end and returns its console.
-func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, error) {
+// With watch, the console goes through it (schedWatch).
+func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *schedWatch) (string, error) {
 	var cmd *exec.Cmd
 	switch {
 	case strings.HasPrefix(sys, "tinyvmm"):
@@ -474,10 +485,19 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string) (string, err
 			cmd.Env = append(os.Environ(), "LD_PRELOAD="+o.QEMUPreload)
 		}
 	}
-	var console strings.Builder
-	cmd.Stdout, cmd.Stderr = &console, &console
+	var console interface {
+		io.Writer
+		String() string
+	} = &strings.Builder{}
+	if watch != nil {
+		console = watch
+	}
+	cmd.Stdout, cmd.Stderr = console, console
 	if err := ns.Do(cmd.Start); err != nil {
 		return "", err
+	}
+	if watch != nil {
+		watch.start(cmd.Process.Pid)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

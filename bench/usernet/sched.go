@@ -1,0 +1,301 @@
+package usernetbench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// threadStat is what the kernel says of one thread: its context switches,
+// voluntary (it blocked: each a wakeup later) and not (preempted), and
+// the CPU time it ran.
+type threadStat struct {
+	group      string // process:thread name
+	vol, invol uint64
+	runNs      uint64
+}
+
+// readThread reads /proc/pid/task/tid; ok is false once it is gone.
+func readThread(pid, tid int) (threadStat, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/"
+	status, err := os.ReadFile(dir + "status")
+	if err != nil {
+		return threadStat{}, false
+	}
+	var ts threadStat
+	ts.vol, ts.invol = parseSwitches(string(status))
+	if b, err := os.ReadFile(dir + "schedstat"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ts.runNs, _ = strconv.ParseUint(f[0], 10, 64)
+		}
+	}
+	proc, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	comm, _ := os.ReadFile(dir + "comm")
+	ts.group = threadGroup(strings.TrimSpace(string(proc)), strings.TrimSpace(string(comm)))
+	return ts, true
+}
+
+// threadGroup names a thread by its process and its own name; Go threads
+// the program did not name carry the process's, and count as one group.
+func threadGroup(proc, thread string) string {
+	if thread == proc || thread == "" {
+		return proc
+	}
+	return proc + ":" + thread
+}
+
+// parseSwitches takes the context switch counts out of a status file.
+func parseSwitches(status string) (vol, invol uint64) {
+	for _, line := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "voluntary_ctxt_switches":
+			vol = n
+		case "nonvoluntary_ctxt_switches":
+			invol = n
+		}
+	}
+	return vol, invol
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The parent is the second field after the name's closing
+		// parenthesis.
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 {
+			if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// snapshot is every thread of the processes under root (root included)
+// and of this process (the benchmark's servers), keyed by tid.
+func snapshot(root int) map[int]threadStat {
+	out := map[int]threadStat{}
+	pids := []int{os.Getpid()}
+	for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
+		pids = append(pids, queue[0])
+		queue = append(queue, children(queue[0])...)
+	}
+	for _, pid := range pids {
+		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if ts, ok := readThread(pid, tid); ok {
+				if pid == os.Getpid() {
+					ts.group = "bench"
+				}
+				out[tid] = ts
+			}
+		}
+	}
+	return out
+}
+
+// groupDelta is what the threads of one group did between two snapshots.
+type groupDelta struct {
+	group      string
+	threads    int
+	vol, invol uint64
+	runNs      uint64
+	each       []threadDelta // its threads, the most voluntary switches first
+}
+
+// threadDelta is one thread's part of a groupDelta.
+type threadDelta struct {
+	tid        int
+	vol, invol uint64
+	runNs      uint64
+}
+
+// diff sums after-before by group (threads born in between count from
+// 0), the busiest group first.
+func diff(before, after map[int]threadStat) []groupDelta {
+	by := map[string]*groupDelta{}
+	for tid, a := range after {
+		b := before[tid]
+		g := by[a.group]
+		if g == nil {
+			g = &groupDelta{group: a.group}
+			by[a.group] = g
+		}
+		t := threadDelta{tid: tid, vol: a.vol - min(b.vol, a.vol), invol: a.invol - min(b.invol, a.invol), runNs: a.runNs - min(b.runNs, a.runNs)}
+		g.threads++
+		g.vol += t.vol
+		g.invol += t.invol
+		g.runNs += t.runNs
+		g.each = append(g.each, t)
+	}
+	var out []groupDelta
+	for _, g := range by {
+		slices.SortFunc(g.each, func(x, y threadDelta) int {
+			if x.vol != y.vol {
+				if x.vol > y.vol {
+					return -1
+				}
+				return 1
+			}
+			return x.tid - y.tid
+		})
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(x, y groupDelta) int {
+		if x.runNs != y.runNs {
+			if x.runNs > y.runNs {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.group, y.group)
+	})
+	return out
+}
+
+// schedWatch is a boot's console: it keeps what the guest prints and, at
+// each "cell NAME" line and at the end of the script, snapshots the
+// threads of the system under test, so that each cell's context switches
+// and CPU time can be told apart.
+type schedWatch struct {
+	mu      sync.Mutex
+	out     strings.Builder
+	line    []byte
+	pid     int // the system's process, 0 until it started
+	cell    string
+	at      map[int]threadStat
+	results []cellSched
+}
+
+// cellSched is one cell's threads.
+type cellSched struct {
+	cell   string
+	groups []groupDelta
+}
+
+func (w *schedWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out.Write(p)
+	for _, c := range p {
+		if c != '\n' {
+			if len(w.line) < 256 {
+				w.line = append(w.line, c)
+			}
+			continue
+		}
+		w.marker(strings.TrimSpace(string(w.line)))
+		w.line = w.line[:0]
+	}
+	return len(p), nil
+}
+
+// marker closes the cell in progress at a cell's line or the script's
+// end and opens the next.
+func (w *schedWatch) marker(line string) {
+	next, isCell := strings.CutPrefix(line, "cell ")
+	if !isCell && !strings.HasSuffix(line, "BENCH-USERNET-DONE") || w.pid == 0 {
+		return
+	}
+	now := snapshot(w.pid)
+	if w.cell != "" {
+		w.results = append(w.results, cellSched{cell: w.cell, groups: diff(w.at, now)})
+	}
+	w.cell, w.at = "", now
+	if isCell {
+		w.cell = next
+	}
+}
+
+func (w *schedWatch) start(pid int) {
+	w.mu.Lock()
+	w.pid = pid
+	w.mu.Unlock()
+}
+
+func (w *schedWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.out.String()
+}
+
+// report writes each cell's threads: switches and CPU time per group, and
+// per unit of the cell's work (units: what one cell did, e.g. 50 round
+// trips).
+func (w *schedWatch) report(out io.Writer, sys string, run int, units map[string]float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.results {
+		u := units[c.cell]
+		fmt.Fprintf(out, "  sched %s run %d, cell %s (per %s):\n", sys, run, c.cell, unitName(c.cell))
+		for _, g := range c.groups {
+			if g.vol+g.invol == 0 && g.runNs == 0 {
+				continue
+			}
+			per := func(v float64) float64 {
+				if u <= 0 {
+					return 0
+				}
+				return v / u
+			}
+			fmt.Fprintf(out, "    %-32s %3d thr  vol %8d  invol %7d  cpu %8.1f ms | per: vol %7.2f invol %6.2f cpu %8.1f us\n",
+				g.group, g.threads, g.vol, g.invol, float64(g.runNs)/1e6,
+				per(float64(g.vol)), per(float64(g.invol)), per(float64(g.runNs)/1e3))
+			if len(g.each) < 2 {
+				continue
+			}
+			// Unnamed threads (a Go program's Ms) one by one: which of
+			// them blocks and wakes.
+			for _, t := range g.each {
+				if t.vol*10 < g.vol && t.runNs*10 < g.runNs {
+					continue
+				}
+				fmt.Fprintf(out, "      tid %-26d vol %8d  invol %7d  cpu %8.1f ms | per: vol %7.2f invol %6.2f cpu %8.1f us\n",
+					t.tid, t.vol, t.invol, float64(t.runNs)/1e6,
+					per(float64(t.vol)), per(float64(t.invol)), per(float64(t.runNs)/1e3))
+			}
+		}
+	}
+}
+
+// unitName is what a cell's per-unit numbers are per.
+func unitName(cell string) string {
+	switch cell {
+	case "g2h":
+		return "KiB sent (one nc write)"
+	case "h2g":
+		return "MiB"
+	case "rr":
+		return "connection"
+	case "dns":
+		return "lookup"
+	}
+	return "cell"
+}

@@ -1,0 +1,50 @@
+package usernetbench
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParseSwitches(t *testing.T) {
+	vol, invol := parseSwitches("Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t4\n")
+	if vol != 17 || invol != 4 {
+		t.Errorf("got %d %d, want 17 4", vol, invol)
+	}
+}
+
+// Threads born between two snapshots count from zero, and each group
+// sums its threads.
+func TestDiffGroups(t *testing.T) {
+	before := map[int]threadStat{1: {group: "vmm:vcpu0", vol: 10, runNs: 100}, 2: {group: "usernet", vol: 5}}
+	after := map[int]threadStat{1: {group: "vmm:vcpu0", vol: 15, runNs: 400}, 2: {group: "usernet", vol: 7}, 3: {group: "usernet", vol: 3, invol: 1, runNs: 50}}
+	got := diff(before, after)
+	if len(got) != 2 || got[0].group != "vmm:vcpu0" || got[0].vol != 5 || got[0].runNs != 300 {
+		t.Fatalf("diff %+v", got)
+	}
+	if u := got[1]; u.group != "usernet" || u.threads != 2 || u.vol != 5 || u.invol != 1 || u.runNs != 50 || len(u.each) != 2 || u.each[0].tid != 3 {
+		t.Errorf("usernet group %+v", u)
+	}
+}
+
+// The console's cell lines, even split across writes, close one cell and
+// open the next; the script's end closes the last.
+func TestSchedWatchCells(t *testing.T) {
+	w := &schedWatch{}
+	w.Write([]byte("boot noise\ncell g2"))
+	w.start(os.Getpid())
+	w.Write([]byte("h\r\nsome output\ncell rr\n"))
+	w.Write([]byte("BENCH-USERNET-DONE\n"))
+	if len(w.results) != 2 || w.results[0].cell != "g2h" || w.results[1].cell != "rr" {
+		t.Fatalf("cells %+v", w.results)
+	}
+	if !strings.Contains(w.String(), "some output") {
+		t.Errorf("console lost: %q", w.String())
+	}
+	var out bytes.Buffer
+	w.report(&out, "tinyvmm", 1, map[string]float64{"g2h": 8192, "rr": 50})
+	if !strings.Contains(out.String(), "cell g2h (per KiB") || !strings.Contains(out.String(), "bench") {
+		t.Errorf("report %q", out.String())
+	}
+}
