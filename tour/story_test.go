@@ -18,7 +18,7 @@ const pingTrace = `+0.912000 rx kick
 kvm: MSRs this KVM refused: [0xc0010007]
 +3.100000 tx kick
 +3.100012 tx pop head=0 bufs=1
-+3.100030 tx uring 1
++3.100030 tx writev 1
 +3.100041 tx used published
 +3.100043 tx irq
 +3.100410 rx batch 1
@@ -77,7 +77,7 @@ func TestTellPing(t *testing.T) {
 	var b strings.Builder
 	Render(&b, s)
 	text := b.String()
-	for _, want := range []string{"io_uring submission", "virtionet/worker.go worker.onKick", "counter: tx frames 1, bytes 98",
+	for _, want := range []string{"the writev returns", "virtionet/worker.go worker.onKick", "counter: tx frames 1, bytes 98",
 		"counter: rx interrupts 1", "round trip take 420 us", "+367 us"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("story lacks %q:\n%s", want, text)
@@ -136,7 +136,7 @@ func TestStoryNamesWhatExists(t *testing.T) {
 		t.Skip("no sources here (the nested L1 carries only binaries)")
 	}
 	var steps []Step
-	for _, trace := range []string{pingTrace, strings.ReplaceAll(pingTrace, "tx uring 1", "tx writev 1"),
+	for _, trace := range []string{pingTrace, strings.ReplaceAll(pingTrace, "tx writev 1", "tx uring 2"),
 		"+1.000000 tx pop head=4 bufs=2\n+1.000010 tx used published\n+1.000300 rx batch 2\n+1.000301 rx used published\n"} {
 		evs, _ := ParseTrace(strings.NewReader(trace))
 		s, err := Tell(evs, pingStats())

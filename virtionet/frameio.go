@@ -20,6 +20,9 @@ import (
 type frameIO interface {
 	// name is what Stats reports: writev, sendmmsg or uring.
 	name() IOMode
+	// sendsBy is the system call send makes for a group of n frames (the
+	// trace, and the tour's story, say it): uringIO sends one frame by writev.
+	sendsBy(n int) IOMode
 	// send writes frames in order and sets res[i] to the bytes frame i
 	// took or a negative errno (that frame is dropped, the rest still go).
 	// At resFull (EAGAIN: the backend has no room) it may stop and leave
@@ -80,6 +83,8 @@ func errnoResult(err error) int {
 type vectorIO struct{}
 
 func (vectorIO) name() IOMode { return IOWritev }
+
+func (vectorIO) sendsBy(int) IOMode { return IOWritev }
 
 func (vectorIO) send(fd int, frames [][]unix.Iovec, res []int) (int, error) {
 	for i, f := range frames {

@@ -14,6 +14,8 @@ type mmsgIO struct {
 
 func (*mmsgIO) name() IOMode { return IOSendmmsg }
 
+func (*mmsgIO) sendsBy(int) IOMode { return IOSendmmsg }
+
 // headers points one message header at each frame's iovecs.
 func (m *mmsgIO) headers(frames [][]unix.Iovec) []mmsghdr {
 	if len(m.mm) < len(frames) {

@@ -38,8 +38,15 @@ func newUringIO(r *uring.Ring) *uringIO { return &uringIO{ring: r, wave: minRxWa
 
 func (*uringIO) name() IOMode { return IOUring }
 
+func (*uringIO) sendsBy(n int) IOMode {
+	if n == 1 {
+		return IOWritev
+	}
+	return IOUring
+}
+
 func (u *uringIO) send(fd int, frames [][]unix.Iovec, res []int) (calls int, err error) {
-	if len(frames) == 1 {
+	if u.sendsBy(len(frames)) == IOWritev {
 		calls, err = vectorIO{}.send(fd, frames, res)
 		u.plainCalls += uint64(calls)
 		return calls, err

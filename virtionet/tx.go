@@ -280,7 +280,7 @@ func (w *worker) flushTx() (sent, held int) {
 	}
 	if n := len(g.frames); n > 0 {
 		if w.trace != nil {
-			w.trace.event("tx", string(w.io.name()), "", n)
+			w.trace.event("tx", string(w.io.sendsBy(n)), "", n)
 		}
 		g.res = g.res[:0]
 		for range n {
