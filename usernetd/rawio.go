@@ -30,7 +30,14 @@ const GoSyscallsEnv = "TINYVMM_USERNET_GO_SYSCALLS"
 var rawIO = os.Getenv(GoSyscallsEnv) == ""
 
 // rawSyscall6 is a system call made raw or, without rawIO, as Go makes
-// it.
+// it. Its callers pass the addresses of their own stack variables (a
+// msghdr, an iovec array) as uintptrs, which hold only while the stack
+// does not move: nosplit, as the syscall package's functions it calls
+// are, so that no stack growth copies the stack between the conversion
+// and the kernel's use of the address.
+//
+//go:nosplit
+//go:norace
 func rawSyscall6(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, unix.Errno) {
 	var r uintptr
 	var e syscall.Errno
