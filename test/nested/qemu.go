@@ -73,6 +73,19 @@ const DefaultWatch = 400 * time.Millisecond
 // interrupts off, the wake costs it one byte on its serial port.
 const lostSamples = 3
 
+// lossProof is how long a vector that lostSamples reads found pending
+// must stay pending, read every lossProofEvery, before the runner wakes
+// its CPU. Three reads 400 ms apart cannot tell one vector that is never
+// taken from a periodic one taken every time and raised again before the
+// next read: l1init's PIT raises vector 48 every 10 ms, and a vCPU that
+// TCG runs slowly keeps it pending a good part of each period. A lost
+// vector stays pending through every read; a PIT tick's is gone within a
+// few periods.
+const (
+	lossProof      = 200 * time.Millisecond
+	lossProofEvery = 5 * time.Millisecond
+)
+
 // silenceReport is how often a silent console gets a line with L1's state
 // (each CPU's HLT flag and pending vectors), for the log only.
 const silenceReport = 30 * time.Second
@@ -113,6 +126,10 @@ type Result struct {
 	// L1 was still programming its timer: a timer that fires as soon as
 	// it is set, not a lost one.
 	Rearmed int
+	// Taken counts vectors that lostSamples reads found pending and L1
+	// then took by itself within lossProof: pending at each read, not
+	// lost (a periodic vector raised again between the reads).
+	Taken int
 }
 
 // WakeSummary is the run's closing count of wakes, one line per wake
@@ -120,7 +137,7 @@ type Result struct {
 // needed the runner to go on.
 func (r Result) WakeSummary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "L1 wakes: %d (not losses, not woken: %d reads with interrupts off, %d with L1's timer programmed again, %d times the vCPU thread was off the host CPU)", r.Wakes, r.Masked, r.Rearmed, r.Starved)
+	fmt.Fprintf(&b, "L1 wakes: %d (not losses, not woken: %d reads with interrupts off, %d with L1's timer programmed again, %d times the vCPU thread was off the host CPU, %d vectors L1 took within %v of the reads)", r.Wakes, r.Masked, r.Rearmed, r.Starved, r.Taken, lossProof)
 	for i, w := range r.WakeLog {
 		fmt.Fprintf(&b, "\n  wake %d: %s", i+1, w)
 	}
@@ -280,7 +297,7 @@ func bootOnce(ctx context.Context, m Machine) (Result, error) {
 	res, tail, ending := scanConsole(pipe, console, steps, start, func() { lastLine.Store(time.Now().UnixNano()) })
 	close(scanned)
 	w := <-watched
-	res.Wakes, res.WakeLog, res.Masked, res.Rearmed, res.Starved = len(w.wakes), w.wakes, w.masked, w.rearmed, w.starved
+	res.Wakes, res.WakeLog, res.Masked, res.Rearmed, res.Starved, res.Taken = len(w.wakes), w.wakes, w.masked, w.rearmed, w.starved, w.taken
 	waitErr := cmd.Wait()
 	res.Elapsed = time.Since(start)
 	switch {
@@ -307,6 +324,9 @@ type watchResult struct {
 	// rearmed counts reads that found L1's timer vector pending with the
 	// timer programmed again (lostInterruptWatch.rearmed).
 	rearmed int
+	// taken counts vectors lostSamples reads found pending that L1 took
+	// within lossProof (stillPending).
+	taken int
 }
 
 // minVCPURun is how long a vCPU thread that is not halted must have run on
@@ -465,6 +485,14 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 					}
 				}
 				if wake {
+					if after, pending := stillPending(ask, c, vec, lossProof, lossProofEvery); !pending {
+						w.taken++
+						fmt.Fprintf(out, "nested: L1 CPU#%d vector %d pending in %d reads, not woken: L1 took it %v later\n",
+							c, vec, lostSamples, after.Round(time.Millisecond))
+						continue
+					}
+				}
+				if wake {
 					silent := max(time.Since(time.Unix(0, lastLine.Load())), 0)
 					line := fmt.Sprintf("CPU#%d vector %d (PPR %#02x, %s) at %v", c, vec, st.PPR,
 						cpuSummary(ask(fmt.Sprintf("info registers %d", c))), silent.Round(time.Second))
@@ -483,6 +511,28 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 					io.WriteString(serialIn, "\n") // an error means QEMU is gone: the scan ends
 				}
 			}
+		}
+	}
+}
+
+// stillPending reads CPU cpu's local APIC every `every` for up to `proof`
+// and says whether vector vec stayed deliverable throughout; when it did
+// not, after is when a read first found it taken (or the APIC timer whose
+// vector it is counting down again: L1 took the expiry and set the next).
+// Reads the monitor cannot answer prove nothing either way.
+func stillPending(ask func(...string) string, cpu, vec int, proof, every time.Duration) (after time.Duration, pending bool) {
+	start := time.Now()
+	for {
+		time.Sleep(every)
+		after = time.Since(start)
+		if st, ok := parseLapic(ask(fmt.Sprintf("info lapic %d", cpu))); ok {
+			rearmed := st.HaveTimer && vec == st.TimerVec && st.TimerCurrent != 0
+			if st.Deliverable() != vec || rearmed {
+				return after, false
+			}
+		}
+		if after >= proof {
+			return after, true
 		}
 	}
 }
