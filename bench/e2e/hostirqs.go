@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"tinyvmm/internal/schedstat"
 )
 
 // The host's own interrupts on the CPU that runs a VMM's vCPU. With the
@@ -87,18 +90,16 @@ func vcpuThread(proc string, pid int) (tid, cpu int, err error) {
 	}
 	cpu, most := -1, uint64(0)
 	for _, e := range ents {
-		f := statFields(filepath.Join(dir, e.Name(), "stat"))
-		if len(f) < 43-2 {
-			continue // the thread ended
-		}
-		c, err1 := strconv.Atoi(f[39-3])
-		g, err2 := strconv.ParseUint(f[43-3], 10, 64)
-		t, err3 := strconv.Atoi(e.Name())
-		if err1 != nil || err2 != nil || err3 != nil {
+		t, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
-		if g > most {
-			tid, cpu, most = t, c, g
+		th, err := schedstat.ReadThread(filepath.Join(dir, e.Name()))
+		if errors.Is(err, schedstat.ErrEnded) {
+			continue
+		}
+		if th.GuestTicks > most {
+			tid, cpu, most = t, th.CPU, th.GuestTicks
 		}
 	}
 	return tid, cpu, nil
@@ -154,59 +155,20 @@ func readThreadSwitches(proc string, pid int, workers ...int) (threadSwitches, e
 // readThreadCounts reads one thread's directory (/proc/PID/task/TID);
 // false when the thread ended.
 func readThreadCounts(dir string) (threadCounts, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, "status"))
-	if err != nil {
+	t, err := schedstat.ReadThread(dir)
+	if errors.Is(err, schedstat.ErrEnded) {
 		return threadCounts{}, false
 	}
-	var c threadCounts
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		if k == "Name" {
-			c.name = strings.TrimSpace(v)
-			if strings.HasPrefix(c.name, "vhost-") {
-				c.name = "vhost"
-			}
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		switch {
-		case err != nil:
-		case k == "voluntary_ctxt_switches":
-			c.slept = n
-		case k == "nonvoluntary_ctxt_switches":
-			c.preempted = n
-		}
+	c := threadCounts{
+		slept: t.Voluntary, preempted: t.Involuntary,
+		user: t.UserTicks, sys: t.SystemTicks, guest: t.GuestTicks,
+		waited: t.WaitNs,
+		name:   t.Name,
 	}
-	if f := statFields(filepath.Join(dir, "stat")); len(f) >= 43-2 {
-		utime, _ := strconv.ParseUint(f[14-3], 10, 64)
-		stime, _ := strconv.ParseUint(f[15-3], 10, 64)
-		c.user, c.sys = utime, stime
-		c.guest, _ = strconv.ParseUint(f[43-3], 10, 64)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "schedstat")); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 2 {
-			c.waited, _ = strconv.ParseUint(f[1], 10, 64)
-		}
+	if strings.HasPrefix(c.name, "vhost-") {
+		c.name = "vhost"
 	}
 	return c, true
-}
-
-// statFields are the fields of a /proc stat file from field 3 (state) on,
-// nil when it cannot be read: comm, field 2, may hold spaces and parens.
-func statFields(path string) []string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
 }
 
 // since sums t - before over the threads: vmm_wakeups (voluntary

@@ -1,6 +1,7 @@
 package usernetbench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"tinyvmm/internal/schedstat"
 )
 
 // threadStat is what the kernel says of one thread: its context switches,
@@ -21,22 +24,16 @@ type threadStat struct {
 
 // readThread reads /proc/pid/task/tid; ok is false once it is gone.
 func readThread(pid, tid int) (threadStat, bool) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/"
-	status, err := os.ReadFile(dir + "status")
-	if err != nil {
+	t, err := schedstat.ReadThread("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid))
+	if errors.Is(err, schedstat.ErrEnded) {
 		return threadStat{}, false
 	}
-	var ts threadStat
-	ts.vol, ts.invol = parseSwitches(string(status))
-	if b, err := os.ReadFile(dir + "schedstat"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			ts.runNs, _ = strconv.ParseUint(f[0], 10, 64)
-		}
-	}
 	proc, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-	comm, _ := os.ReadFile(dir + "comm")
-	ts.group = threadGroup(strings.TrimSpace(string(proc)), strings.TrimSpace(string(comm)))
-	return ts, true
+	return threadStat{
+		group: threadGroup(strings.TrimSpace(string(proc)), t.Name),
+		vol:   t.Voluntary, invol: t.Involuntary,
+		runNs: t.RunNs,
+	}, true
 }
 
 // threadGroup names a thread by its process and its own name; Go threads
@@ -46,27 +43,6 @@ func threadGroup(proc, thread string) string {
 		return proc
 	}
 	return proc + ":" + thread
-}
-
-// parseSwitches takes the context switch counts out of a status file.
-func parseSwitches(status string) (vol, invol uint64) {
-	for _, line := range strings.Split(status, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "voluntary_ctxt_switches":
-			vol = n
-		case "nonvoluntary_ctxt_switches":
-			invol = n
-		}
-	}
-	return vol, invol
 }
 
 // children lists the processes whose parent is pid.

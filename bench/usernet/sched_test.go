@@ -7,13 +7,6 @@ import (
 	"testing"
 )
 
-func TestParseSwitches(t *testing.T) {
-	vol, invol := parseSwitches("Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t4\n")
-	if vol != 17 || invol != 4 {
-		t.Errorf("got %d %d, want 17 4", vol, invol)
-	}
-}
-
 // Threads born between two snapshots count from zero, and each group
 // sums its threads.
 func TestDiffGroups(t *testing.T) {

@@ -1,5 +1,7 @@
-// Package schedstat reads a thread's CPU time from /proc. On a shared
-// machine that is a steadier measure of a worker's cost than wall time.
+// Package schedstat reads what the kernel's scheduler says of a thread
+// in /proc: its CPU time (on a shared machine a steadier measure of a
+// worker's cost than wall time), its waits for a CPU, its sleeps and
+// preemptions.
 package schedstat
 
 import (

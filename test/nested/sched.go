@@ -3,10 +3,11 @@ package nested
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"tinyvmm/internal/schedstat"
 )
 
 // threadSched is what the host's scheduler says of one QEMU thread: how
@@ -19,30 +20,11 @@ type threadSched struct {
 
 // readThreadSched reads /proc/pid/task/tid's schedstat and state.
 func readThreadSched(pid, tid int) (threadSched, bool) {
-	dir := fmt.Sprintf("/proc/%d/task/%d", pid, tid)
-	b, err := os.ReadFile(filepath.Join(dir, "schedstat"))
-	if err != nil {
+	t, err := schedstat.ReadThread(fmt.Sprintf("/proc/%d/task/%d", pid, tid))
+	if err != nil { // zero Run would read as a vCPU the host kept off its CPU
 		return threadSched{}, false
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return threadSched{}, false
-	}
-	run, err1 := strconv.ParseInt(f[0], 10, 64)
-	wait, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return threadSched{}, false
-	}
-	ts := threadSched{Run: time.Duration(run), Wait: time.Duration(wait)}
-	if st, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
-		// The state follows the command name's closing parenthesis.
-		if i := strings.LastIndexByte(string(st), ')'); i >= 0 {
-			if f := strings.Fields(string(st[i+1:])); len(f) > 0 {
-				ts.State = f[0]
-			}
-		}
-	}
-	return ts, true
+	return threadSched{Run: time.Duration(t.RunNs), Wait: time.Duration(t.WaitNs), State: t.State}, true
 }
 
 // threadStates samples a thread's state letter n times, every, and the
