@@ -6,6 +6,8 @@ package sysmon
 import (
 	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // Go's sysmon thread watches the scheduler from timed sleeps of 20 us up
@@ -20,15 +22,31 @@ import (
 // most one tick at HZ=100, and sysmon's own longest sleep.
 const SlackNs = 10_000_000
 
-// Slow gives sysmon's thread SlackNs of timer slack. Sysmon is
-// the first thread the runtime makes, so it is the second in
-// /proc/self/task, which lists a process's threads in the order they
-// were made (TestSysmonIsTheSecondThread holds the runtime to that).
-// Setting another thread's slack (/proc/TID/timerslack_ns) needs
-// CAP_SYS_NICE; without it (a rootless tinyvmm) nothing changes.
+// Slow gives sysmon's thread SlackNs of timer slack, and the idle
+// scheduling class. Sysmon is the first thread the runtime makes, so it
+// is the second in /proc/self/task, which lists a process's threads in
+// the order they were made (TestSysmonIsTheSecondThread holds the runtime
+// to that). Setting another thread's slack (/proc/TID/timerslack_ns)
+// needs CAP_SYS_NICE; without it (a rootless tinyvmm) the slack stays.
+//
+// Why the idle class: when every P has been idle a while (a device
+// worker asleep in epoll_wait between two pings), sysmon sleeps deeply,
+// and the first thread to come back from a system call wakes it: the
+// worker, on the way to the frame that woke it. A sysmon of the ordinary
+// class then takes the worker's CPU for its own look at the scheduler,
+// at the moment a frame waits. In the idle class it runs only on a CPU
+// that has nothing else to run, and gives it up at once to a thread that
+// wakes. Its work (taking Ps back from blocked threads, preempting long
+// runs, a forced GC every two minutes) can wait that long; a thread may
+// lower its own process's threads without privileges.
 func Slow() {
-	if tid := TID(); tid != "" {
-		os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(SlackNs)), 0)
+	tid := TID()
+	if tid == "" {
+		return
+	}
+	os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(SlackNs)), 0)
+	if n, err := strconv.Atoi(tid); err == nil {
+		unix.SchedSetAttr(n, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
 	}
 }
 

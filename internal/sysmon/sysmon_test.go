@@ -2,9 +2,12 @@ package sysmon
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Slow relies on sysmon being the process's second thread: the only
@@ -31,6 +34,10 @@ func TestSysmonIsTheSecondThread(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	Slow()
+	n, _ := strconv.Atoi(tid)
+	if attr, err := unix.SchedGetAttr(n, 0); err != nil || attr.Policy != unix.SCHED_IDLE {
+		t.Errorf("sysmon's scheduling policy: %+v, %v; want SCHED_IDLE (%d)", attr, err, unix.SCHED_IDLE)
+	}
 	b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
 	switch {
 	case err != nil:
