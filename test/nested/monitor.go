@@ -151,3 +151,10 @@ func (st lapicState) Deliverable() int {
 	}
 	return best
 }
+
+// timerCountsDown says whether vec is the APIC timer's vector and the
+// timer is counting down again: L1 took its last expiry and set the next,
+// so the vector pending is a new expiry's, not a lost one.
+func (st lapicState) timerCountsDown(vec int) bool {
+	return st.HaveTimer && vec == st.TimerVec && st.TimerCurrent != 0
+}

@@ -491,8 +491,6 @@ func watchL1(m Machine, cpus, pid int, out io.Writer, lastLine *atomic.Int64, se
 							c, vec, lostSamples, after.Round(time.Millisecond))
 						continue
 					}
-				}
-				if wake {
 					silent := max(time.Since(time.Unix(0, lastLine.Load())), 0)
 					line := fmt.Sprintf("CPU#%d vector %d (PPR %#02x, %s) at %v", c, vec, st.PPR,
 						cpuSummary(ask(fmt.Sprintf("info registers %d", c))), silent.Round(time.Second))
@@ -526,8 +524,7 @@ func stillPending(ask func(...string) string, cpu, vec int, proof, every time.Du
 		time.Sleep(every)
 		after = time.Since(start)
 		if st, ok := parseLapic(ask(fmt.Sprintf("info lapic %d", cpu))); ok {
-			rearmed := st.HaveTimer && vec == st.TimerVec && st.TimerCurrent != 0
-			if st.Deliverable() != vec || rearmed {
+			if st.Deliverable() != vec || st.timerCountsDown(vec) {
 				return after, false
 			}
 		}
@@ -559,7 +556,7 @@ func (l *lostInterruptWatch) sample(cpu int, st lapicState) (int, bool) {
 	v := st.Deliverable()
 	if v >= 0 && st.HaveTimer && v == st.TimerVec {
 		switch {
-		case st.TimerCurrent != 0:
+		case st.timerCountsDown(v):
 			// Counting down again: L1 took the last expiry and set the
 			// next; this one is simply due.
 			l.rearmed++
