@@ -117,7 +117,10 @@ type threadCounts struct {
 	// waited: ns runnable but waiting for a CPU (schedstat's second
 	// field): how long the thread's wakeups took to turn into running
 	waited uint64
-	name   string // the thread's name (status' Name), vhost-PID as vhost
+	// ran: ns on a CPU (schedstat's first field), guest mode included:
+	// exact, where the ticks above are samples
+	ran  uint64
+	name string // the thread's name (status' Name), vhost-PID as vhost
 	// worker: a kernel worker serving the VMM from outside its thread
 	// group (vhost-net's, vhost.go)
 	worker bool
@@ -162,8 +165,8 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 	c := threadCounts{
 		slept: t.Voluntary, preempted: t.Involuntary,
 		user: t.UserTicks, sys: t.SystemTicks, guest: t.GuestTicks,
-		waited: t.WaitNs,
-		name:   t.Name,
+		waited: t.WaitNs, ran: t.RunNs,
+		name: t.Name,
 	}
 	if strings.HasPrefix(c.name, "vhost-") {
 		c.name = "vhost"
@@ -184,8 +187,12 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // (vmm_busiest_user_cpu_ms, vmm_busiest_sys_cpu_ms). Kernel workers that
 // serve the VMM (vhost-net's, read with it) count in all of these, and
 // their host CPU time is also vmm_worker_cpu_ms. The split is the
-// kernel's tick sampling: good to a tick (10 ms) per thread. A thread born
-// meanwhile counts whole. vmm_runq_wait_us is the time the threads were
+// kernel's tick sampling: good to a tick (10 ms) per thread, and biased
+// where a thread's work keeps time with the tick (a ping every 10 ms
+// against HZ=100). vmm_host_cpu_us (and :NAME) is the same host time from
+// schedstat's exact time on a CPU, less the sampled guest time (only a
+// vCPU has any): the per-frame figures use it. A thread born meanwhile
+// counts whole. vmm_runq_wait_us is the time the threads were
 // runnable but waited for a CPU (schedstat): a wakeup's delay before the
 // device's worker, or vhost-net's, runs, on the CPU it shares with the
 // sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
@@ -194,10 +201,10 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
 	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0,
 		"vmm_host_cpu_ms": 0, "vmm_guest_cpu_ms": 0, "vmm_user_cpu_ms": 0, "vmm_sys_cpu_ms": 0,
-		"vmm_busiest_user_cpu_ms": 0, "vmm_busiest_sys_cpu_ms": 0, "vmm_worker_cpu_ms": 0, "vmm_runq_wait_us": 0}
+		"vmm_busiest_user_cpu_ms": 0, "vmm_busiest_sys_cpu_ms": 0, "vmm_worker_cpu_ms": 0, "vmm_runq_wait_us": 0, "vmm_host_cpu_us": 0}
 	for tid, now := range t {
 		b := before[tid]
-		if now.slept < b.slept || now.preempted < b.preempted || now.user < b.user || now.sys < b.sys || now.guest < b.guest || now.waited < b.waited {
+		if now.slept < b.slept || now.preempted < b.preempted || now.user < b.user || now.sys < b.sys || now.guest < b.guest || now.waited < b.waited || now.ran < b.ran {
 			continue // a thread id reused
 		}
 		woke := now.slept - b.slept
@@ -219,6 +226,12 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		d["vmm_guest_cpu_ms"] += guest * 1000 / userHZ
 		d["vmm_host_cpu_ms"] += (user + sys) * 1000 / userHZ
 		d["vmm_host_cpu_ms:"+now.name] += (user + sys) * 1000 / userHZ
+		// Outside the guest, from the exact time on a CPU: only a vCPU's
+		// guest part is a sample of ticks.
+		host := (now.ran - b.ran) / 1000
+		host -= min(host, guest*1000000/userHZ)
+		d["vmm_host_cpu_us"] += host
+		d["vmm_host_cpu_us:"+now.name] += host
 		d["vmm_user_cpu_ms"] += user * 1000 / userHZ
 		d["vmm_sys_cpu_ms"] += sys * 1000 / userHZ
 		if now.worker {

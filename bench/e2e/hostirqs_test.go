@@ -93,9 +93,14 @@ func TestThreadSwitchesSince(t *testing.T) {
 			t.Fatal(err)
 		}
 		// schedstat: on-CPU ns, ns waiting for a CPU, timeslices; the
-		// wait grows by 1 ms per voluntary switch here.
+		// wait grows by 1 ms per voluntary switch here, and the time on a
+		// CPU is the ticks' 10 ms each plus 1 ms per voluntary switch
+		// (the exact time, which the ticks did not see).
 		n, _ := strconv.Atoi(vol)
-		if err := os.WriteFile(filepath.Join(dir, "schedstat"), []byte(fmt.Sprintf("5 %d 7\n", n*1000000)), 0o644); err != nil {
+		u, _ := strconv.Atoi(utime)
+		k, _ := strconv.Atoi(stime)
+		ran := (u+k)*10000000 + n*1000000
+		if err := os.WriteFile(filepath.Join(dir, "schedstat"), []byte(fmt.Sprintf("%d %d 7\n", ran, n*1000000)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,7 +123,9 @@ func TestThreadSwitchesSince(t *testing.T) {
 	want := map[string]uint64{"vmm_wakeups": 77, "vmm_preemptions": 3, "vmm_threads_woken": 3, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
 		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 500, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 340,
 		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120, "vmm_runq_wait_us": 77000,
-		"vmm_host_cpu_ms:tinyvmm": 380, "vmm_runq_wait_us:tinyvmm": 47000, "vmm_host_cpu_ms:vhost": 120, "vmm_runq_wait_us:vhost": 30000}
+		"vmm_host_cpu_ms:tinyvmm": 380, "vmm_runq_wait_us:tinyvmm": 47000, "vmm_host_cpu_ms:vhost": 120, "vmm_runq_wait_us:vhost": 30000,
+		// exact: the ticks' 500 ms and 1 ms per voluntary switch (77)
+		"vmm_host_cpu_us": 577000, "vmm_host_cpu_us:tinyvmm": 427000, "vmm_host_cpu_us:vhost": 150000}
 	if !maps.Equal(got, want) {
 		t.Errorf("since = %v, want %v", got, want)
 	}

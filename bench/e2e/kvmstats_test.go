@@ -208,9 +208,10 @@ func (c *countReader) Read(p []byte) (int, error) {
 }
 
 // TestHostCPUPerFrame: the VMM's CPU outside the guest over the window,
-// per frame the guest moved; none without frames.
+// per frame the guest moved, from the exact time (not the ticks); none
+// without frames.
 func TestHostCPUPerFrame(t *testing.T) {
-	run := &GuestRun{KVM: kvmCounts{"exits": 300}, IOURings: -1, Switches: map[string]uint64{"vmm_host_cpu_ms": 900}}
+	run := &GuestRun{KVM: kvmCounts{"exits": 300}, IOURings: -1, Switches: map[string]uint64{"vmm_host_cpu_ms": 1000, "vmm_host_cpu_us": 900_000}}
 	s := Sample{Detail: map[string]float64{}}
 	addExits(&s, run, 200_000, 3)
 	if got := s.Detail["host_cpu_us_per_frame"]; got != 4.5 {

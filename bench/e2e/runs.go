@@ -211,8 +211,8 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 		s.Detail[k] = float64(v)
 	}
 	s.Detail["vmm_workers"] = float64(run.Workers)
-	if cpu, ok := s.Detail["vmm_host_cpu_ms"]; ok && frames > 0 {
-		s.Detail["host_cpu_us_per_frame"] = cpu * 1000 / frames
+	if cpu, ok := s.Detail["vmm_host_cpu_us"]; ok && frames > 0 {
+		s.Detail["host_cpu_us_per_frame"] = cpu / frames
 		s.Detail["runq_wait_us_per_frame"] = s.Detail["vmm_runq_wait_us"] / frames
 	}
 }
