@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"tinyvmm/internal/schedstat"
 )
 
@@ -124,6 +126,9 @@ type threadCounts struct {
 	// worker: a kernel worker serving the VMM from outside its thread
 	// group (vhost-net's, vhost.go)
 	worker bool
+	// idle: in SCHED_IDLE (Go's sysmon in tinyvmm, internal/sysmon): it
+	// waits for a CPU by design, delaying nothing
+	idle bool
 }
 
 // userHZ is the unit of /proc's CPU times (USER_HZ, 100 on every arch
@@ -166,7 +171,7 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 		slept: t.Voluntary, preempted: t.Involuntary,
 		user: t.UserTicks, sys: t.SystemTicks, guest: t.GuestTicks,
 		waited: t.WaitNs, ran: t.RunNs,
-		name: t.Name,
+		name: t.Name, idle: t.Policy == unix.SCHED_IDLE,
 	}
 	if strings.HasPrefix(c.name, "vhost-") {
 		c.name = "vhost"
@@ -193,7 +198,7 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // schedstat's exact time on a CPU, less the sampled guest time (only a
 // vCPU has any): the per-frame figures use it. A thread born meanwhile
 // counts whole. vmm_runq_wait_us is the time the threads were
-// runnable but waited for a CPU (schedstat): a wakeup's delay before the
+// runnable but waited for a CPU (schedstat; not those in SCHED_IDLE): a wakeup's delay before the
 // device's worker, or vhost-net's, runs, on the CPU it shares with the
 // sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
 // vmm_runq_wait_us:NAME; vhost-PID as vhost): which thread, the device's
@@ -210,8 +215,10 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		woke := now.slept - b.slept
 		d["vmm_wakeups"] += woke
 		d["vmm_preemptions"] += now.preempted - b.preempted
-		d["vmm_runq_wait_us"] += (now.waited - b.waited) / 1000
-		d["vmm_runq_wait_us:"+now.name] += (now.waited - b.waited) / 1000
+		if !now.idle {
+			d["vmm_runq_wait_us"] += (now.waited - b.waited) / 1000
+			d["vmm_runq_wait_us:"+now.name] += (now.waited - b.waited) / 1000
+		}
 		d["vmm_wakeups_max"] = max(d["vmm_wakeups_max"], woke)
 		if tid == strconv.Itoa(pid+1) {
 			d["vmm_wakeups_tid2"] = woke

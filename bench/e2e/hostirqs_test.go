@@ -67,6 +67,7 @@ func TestThreadSwitchesSince(t *testing.T) {
 	proc := t.TempDir()
 	// write gives thread tid its switches and its CPU time in ticks:
 	// utime, stime and guest_time (stat fields 14, 15 and 43).
+	policy := map[string]string{} // a thread's scheduling policy, when not 0
 	write := func(tid, vol, nonvol, utime, stime, guest string) {
 		dir := filepath.Join(proc, "9", "task", tid)
 		if tid == "20" { // vhost-net's worker: a kernel thread, a process of its own
@@ -89,6 +90,9 @@ func TestThreadSwitchesSince(t *testing.T) {
 		}
 		f[0], f[1], f[2] = tid, "(tiny vmm)", "S"
 		f[13], f[14], f[42] = utime, stime, guest
+		if p, ok := policy[tid]; ok {
+			f[40] = p
+		}
 		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(strings.Join(f, " ")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -135,5 +139,15 @@ func TestThreadSwitchesSince(t *testing.T) {
 	after, _ = readThreadSwitches(proc, 9)
 	if d := after.since(before, 9); d["vmm_host_cpu_ms"] != 0 || d["vmm_worker_cpu_ms"] != 0 {
 		t.Errorf("a worker not asked for counted: %v", d)
+	}
+	// A thread in SCHED_IDLE (Go's sysmon) waits by design: its wait is
+	// not the VMM's, its wakeups and CPU are.
+	policy["10"] = "5"
+	write("10", "45", "0", "25", "45", "0")
+	before, _ = readThreadSwitches(proc, 9)
+	write("10", "55", "0", "25", "46", "0")
+	after, _ = readThreadSwitches(proc, 9)
+	if d := after.since(before, 9); d["vmm_runq_wait_us"] != 0 || d["vmm_runq_wait_us:tinyvmm"] != 0 || d["vmm_wakeups"] != 10 || d["vmm_host_cpu_ms"] != 10 {
+		t.Errorf("an idle-class thread: %v; want its 10 wakeups and 10 ms, not its wait", d)
 	}
 }

@@ -24,6 +24,7 @@ type Thread struct {
 	// GuestTicks, the time in a guest.
 	UserTicks, SystemTicks, GuestTicks uint64
 	CPU                                int // the CPU it last ran on (stat)
+	Policy                             int // its scheduling policy (stat): unix.SCHED_IDLE, ...
 
 	RunNs  uint64 // ns on a CPU (schedstat)
 	WaitNs uint64 // ns runnable but waiting for a CPU (schedstat)
@@ -68,12 +69,12 @@ func (t *Thread) parseStat(b []byte) error {
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// field n of proc_pid_stat(5) is f[n-3]
-	const state, utime, stime, processor, guestTime = 3, 14, 15, 39, 43
+	const state, utime, stime, processor, policy, guestTime = 3, 14, 15, 39, 41, 43
 	if len(f) < guestTime-2 {
 		return fmt.Errorf("stat: %d fields after comm, want %d", len(f), guestTime-2)
 	}
-	var n [4]uint64
-	for j, field := range []int{utime, stime, processor, guestTime} {
+	var n [5]uint64
+	for j, field := range []int{utime, stime, processor, guestTime, policy} {
 		v, err := strconv.ParseUint(f[field-3], 10, 64)
 		if err != nil {
 			return fmt.Errorf("stat field %d: %w", field, err)
@@ -81,7 +82,7 @@ func (t *Thread) parseStat(b []byte) error {
 		n[j] = v
 	}
 	t.State = f[state-3]
-	t.UserTicks, t.SystemTicks, t.CPU, t.GuestTicks = n[0], n[1], int(n[2]), n[3]
+	t.UserTicks, t.SystemTicks, t.CPU, t.GuestTicks, t.Policy = n[0], n[1], int(n[2]), n[3], int(n[4])
 	return nil
 }
 

@@ -9,9 +9,9 @@ import (
 )
 
 // stat is a stat line as the kernel writes it, with comm, state, utime,
-// stime, processor and guest_time set.
+// stime, processor and guest_time set, and policy 5 (SCHED_IDLE).
 func stat(comm, state, utime, stime, cpu, guest string) string {
-	f := strings.Fields("7549 (x) R 7506 7506 6739 0 -1 4194304 97 0 0 0 0 0 0 0 20 0 1 0 1315834 3133440 393 18446744073709551615 94014048428032 94014048447913 140725206760032 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 94014048463920 94014048465536 94015026384896 140725206764012 140725206764032 140725206764032 140725206765547 0")
+	f := strings.Fields("7549 (x) R 7506 7506 6739 0 -1 4194304 97 0 0 0 0 0 0 0 20 0 1 0 1315834 3133440 393 18446744073709551615 94014048428032 94014048447913 140725206760032 0 0 0 0 0 0 0 0 0 17 1 0 5 0 0 0 94014048463920 94014048465536 94015026384896 140725206764012 140725206764032 140725206764032 140725206765547 0")
 	f[1], f[2], f[13], f[14], f[38], f[42] = "("+comm+")", state, utime, stime, cpu, guest
 	return strings.Join(f, " ") + "\n"
 }
@@ -23,7 +23,7 @@ func TestParseStat(t *testing.T) {
 		if err := th.parseStat([]byte(stat(comm, "S", "300", "15", "1", "280"))); err != nil {
 			t.Fatalf("comm %q: %v", comm, err)
 		}
-		if want := (Thread{State: "S", UserTicks: 300, SystemTicks: 15, CPU: 1, GuestTicks: 280}); th != want {
+		if want := (Thread{State: "S", UserTicks: 300, SystemTicks: 15, CPU: 1, GuestTicks: 280, Policy: 5}); th != want {
 			t.Errorf("comm %q: %+v, want %+v", comm, th, want)
 		}
 	}
@@ -83,7 +83,7 @@ func TestReadThreadMissingFiles(t *testing.T) {
 		"status":    "Name:\ttinyvmm\nvoluntary_ctxt_switches:\t10\nnonvoluntary_ctxt_switches:\t1\n",
 		"schedstat": "5 7 3\n",
 	}
-	all := Thread{Name: "tinyvmm", State: "R", Voluntary: 10, Involuntary: 1, UserTicks: 100, SystemTicks: 10, GuestTicks: 90, CPU: 1, RunNs: 5, WaitNs: 7}
+	all := Thread{Name: "tinyvmm", State: "R", Voluntary: 10, Involuntary: 1, UserTicks: 100, SystemTicks: 10, GuestTicks: 90, CPU: 1, Policy: 5, RunNs: 5, WaitNs: 7}
 	for _, missing := range []string{"", "status", "schedstat", "stat"} {
 		dir := t.TempDir()
 		for name, s := range files {
