@@ -9,6 +9,9 @@
  * lines on the serial port; the status goes to the exit device. */
 #include "bench.h"
 
+/* How long the guest stays after its result line (see main). */
+#define LINGER_MS 200
+
 #define CMDLINE_MAX 512
 #define PVH_MAGIC 0x336ec578u
 
@@ -54,6 +57,13 @@ void bench_main(const char *cmdline, int at_cpl0)
 		mode_rx(&net, secs);
 	else
 		mode_echo(&net, is_echo_tx, size, secs);
+
+	/* The host reads the VMM's threads' counters when it sees the result
+	 * line; a VMM exits with its guest, and its threads (vCPUs,
+	 * vhost-net's worker) with it: stay a moment so that they are there. */
+	u64 t0 = rdtsc();
+	while (rdtsc() - t0 < LINGER_MS * net.tsc_khz)
+		cpu_relax();
 
 	u8 status = virtio_status(&net.dev);
 	if (status & 0xc0) /* NEEDS_RESET or FAILED */
