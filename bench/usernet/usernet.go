@@ -87,6 +87,7 @@ type Options struct {
 	ShowConsole            int           // lines of each boot's console to show
 	Sched                  bool          // each cell's context switches and CPU time per thread group
 	GuestStats             bool          // the guest's interrupts and TCP counters around g2h
+	CellGap                int           // seconds the guest sleeps before each cell after the first
 	BootTimeout            time.Duration // one boot's bound
 }
 
@@ -111,6 +112,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.BootTimeout, "boot-timeout", 5*time.Minute, "bound on one boot, all its cells")
 	fs.BoolVar(&o.Sched, "sched", false, "show each cell's context switches and CPU time per thread group of the system under test (and of the benchmark's servers), from /proc, per unit of work")
 	fs.BoolVar(&o.GuestStats, "guest-stats", false, "have the guest print its interrupt counts and TCP counters (segments, autocorking) before and after g2h (see them with --show-console)")
+	fs.IntVar(&o.CellGap, "cell-gap", 0, "the guest sleeps `N` seconds before each cell after the first, so that what a cell left behind (a gateway still forwarding, its garbage) is done before the next one starts")
 	fs.IntVar(&o.ShowConsole, "show-console", 0, "show the last `N` lines of each boot's console (with --run-args --stats: tinyvmm's device counters)")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm-lab bench usernet [flags]   --net user vs QEMU's -netdev user: bulk TCP both ways, round trips, DNS", args, stdout); help || err != nil {
 		return err
@@ -300,6 +302,9 @@ func run(o Options, stdout, stderr io.Writer) error {
 	if o.GuestStats {
 		script = withGuestStats(script)
 	}
+	if o.CellGap > 0 {
+		script = withCellGap(script, o.CellGap)
+	}
 	if dir := filepath.Dir(o.Profile); o.Profile != "" && !exists(dir) {
 		// The child writes PREFIX.N; a directory of their own can be
 		// fetched whole (tar) from L1. Made here, it is writable by all:
@@ -451,6 +456,20 @@ func withGuestStats(script string) string {
 		}
 	}
 	return strings.Join(parts, " && ")
+}
+
+// withCellGap has script sleep secs seconds before each cell but the
+// first ("echo cell g2h").
+func withCellGap(script string, secs int) string {
+	parts := strings.Split(script, " && ")
+	var out []string
+	for _, p := range parts {
+		if strings.HasPrefix(p, "echo cell ") && p != "echo cell g2h" {
+			out = append(out, fmt.Sprintf("sleep %d", secs))
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, " && ")
 }
 
 // dnsLookup is the DNS cell's lookup: DNSName asked of the gateway,

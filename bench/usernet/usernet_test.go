@@ -150,3 +150,16 @@ func TestGuestStatsScript(t *testing.T) {
 		}
 	}
 }
+
+// --cell-gap puts a sleep before each cell but the first, and nothing
+// else.
+func TestCellGapScript(t *testing.T) {
+	plain := GuestScript(1, 2, 3, 4, 5)
+	s := withCellGap(plain, 2)
+	if n := strings.Count(s, "sleep 2 && echo cell "); n != 3 || strings.Contains(s, "sleep 2 && echo cell g2h") {
+		t.Errorf("%d gaps, want 3, none before g2h: %q", n, s)
+	}
+	if strings.ReplaceAll(s, "sleep 2 && ", "") != plain {
+		t.Errorf("the gaps changed more than themselves: %q", s)
+	}
+}
