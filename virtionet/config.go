@@ -28,8 +28,20 @@ const (
 	// system call sends: VHOST_NET_BATCH, vhost-net's tx batch.
 	DefaultTxYieldPkts = 64
 	DefaultPollUs      = 200 // busy polling after a burst; see DefaultTuning
-	DefaultMTU         = 1500
-	DefaultQueueSize   = 256
+	// DefaultUserBatchBytes is Tuning.WorkerBatchBytes on a user network.
+	// There each frame a busy vCPU kicks crosses to another process,
+	// whose TCP (gVisor's) acknowledges it at once: with a worker that
+	// preempted the vCPU at every kick, a guest writing 1 KiB at a time
+	// sent each write alone, waited for its ACK, and took a tx and an rx
+	// interrupt per KiB. Left running, the guest's TCP gathers its
+	// writes (Nagle, autocorking) into TSO super-frames, as it does when
+	// a slower gateway keeps one frame in flight (QEMU's slirp); in the
+	// nested L1 that moved guest -> host bulk TCP several times
+	// (bench/RESULTS.md, "bench usernet"). Below a full 1 KiB write, so
+	// requests and ACKs are left as they were.
+	DefaultUserBatchBytes = 1024
+	DefaultMTU            = 1500
+	DefaultQueueSize      = 256
 
 	// MinMTU and MaxMTU bound Config.MTU: IPv4's minimum, and the most
 	// the virtio-net config field (16 bits) can carry.
@@ -172,12 +184,22 @@ type Tuning struct {
 	// NotifyThreshold or more, or hit a budget): woken then, it does not preempt the
 	// thread that is running (on a busy CPU, the vCPU adding frames) but
 	// waits for its turn and finds more work; on an idle CPU it runs at
-	// once. A short run ends the burst and the thread is normal again, so
+	// once. A short run (fewer frames, and fewer bytes than
+	// WorkerBatchBytes) ends the burst and the thread is normal again, so
 	// lone frames (pings) are served at once; the first after a flood may
 	// wait for one time slice. rx bursts do the same where the worker and
 	// the vCPUs are pinned to different CPUs: a frame from the backend
 	// then does not preempt its sender, and the worker takes more per turn.
 	WorkerBatch bool
+	// WorkerBatchBytes (with WorkerBatch) counts a tx run that moved
+	// this many bytes or more as a burst too, however few its frames: a
+	// bulk sender's lone frame (a 1 KiB write that TCP sent by itself,
+	// nothing else being in flight) leaves the worker under SCHED_BATCH,
+	// so the sender's next kick does not preempt it. A request, an ACK
+	// or a ping stays below it and keeps the normal policy. 0 is the
+	// backend's default (DefaultUserBatchBytes on a user network, off on
+	// a tap); below 0 is off.
+	WorkerBatchBytes int
 	// PollLone lets frames that come alone start busy polling too, not
 	// only bursts, where the worker can run on a CPU that no vCPU thread
 	// may use (Config.VCPUThreads; never when that is unknown). A ping
@@ -257,6 +279,9 @@ func (c Config) Normalized() (Config, error) {
 	}
 	if c.NotifyThreshold == 0 {
 		c.NotifyThreshold = DefaultNotifyThreshold
+	}
+	if c.WorkerBatchBytes == 0 && c.User {
+		c.WorkerBatchBytes = DefaultUserBatchBytes
 	}
 	t := c.Tuning
 	for _, v := range []int{t.TxWeightPkts, t.TxWeightBytes, t.RxWeightPkts, t.RxWeightBytes, t.TxYieldPkts, t.RxBatch, t.NotifyThreshold, t.PollUs, t.RxIrqGapUs} {

@@ -115,3 +115,26 @@ func TestDefaultMACIsStableAndLocal(t *testing.T) {
 		t.Error("multicast mac accepted")
 	}
 }
+
+// A user network counts a tx run of DefaultUserBatchBytes or more as a
+// burst unless told otherwise; a tap keeps the rule of frames alone.
+func TestWorkerBatchBytesDefault(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Ifname: "user0", User: true}, DefaultUserBatchBytes},
+		{Config{Ifname: "user0", User: true, Tuning: Tuning{WorkerBatchBytes: -1}}, -1},
+		{Config{Ifname: "user0", User: true, Tuning: Tuning{WorkerBatchBytes: 4096}}, 4096},
+		{Config{Ifname: "t0"}, 0},
+		{Config{Ifname: "t0", Tuning: Tuning{WorkerBatchBytes: 2048}}, 2048},
+	} {
+		c, err := tc.cfg.Normalized()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.WorkerBatchBytes != tc.want {
+			t.Errorf("%s (user %v, asked %d): WorkerBatchBytes %d, want %d", tc.cfg.Ifname, tc.cfg.User, tc.cfg.WorkerBatchBytes, c.WorkerBatchBytes, tc.want)
+		}
+	}
+}

@@ -114,7 +114,8 @@ func (w *worker) handleTx() (requeue bool) {
 		}
 		publish()
 		if pkts > 0 {
-			w.txBurst(pkts >= thr) // a look that found nothing tells nothing about the rate
+			// A look that found nothing tells nothing about the rate.
+			w.txBurst(pkts >= thr || w.tuning.WorkerBatchBytes > 0 && bytes >= w.tuning.WorkerBatchBytes)
 			w.moved(txQueue, pkts)
 			w.sawWork(txQueue, pkts)
 		}

@@ -150,3 +150,26 @@ func TestWorkerBatchNotInRxBurstsBesideAVCPU(t *testing.T) {
 		t.Fatalf("policy %d after an rx burst beside a vCPU's CPU, want normal (%d)", p, unix.SCHED_NORMAL)
 	}
 }
+
+// With WorkerBatchBytes a tx run of that many bytes counts as a burst
+// however few its frames: a bulk sender's lone frame (a 1 KiB write that
+// TCP sent alone) leaves the worker under SCHED_BATCH, so the sender's
+// next kick does not preempt it; a lone small frame (a request, an ACK)
+// makes the worker normal again.
+func TestWorkerBatchBytesLoneBulkFrame(t *testing.T) {
+	tun := DefaultTuning()
+	tun.WorkerBatch, tun.NotifyThreshold, tun.PollUs, tun.WorkerBatchBytes = true, 8, 0, 1024
+	r := newRig(t, rigOptions{tuning: tun})
+	r.activate()
+	tid := workerThread(t, r)
+	r.txBurst(1, 1100)
+	r.tx.ForceKick()
+	r.drainPeer(1)
+	r.waitUsed(r.tx, 1, nil)
+	waitFor(t, "SCHED_BATCH after a lone 1100-byte frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
+	r.txBurst(1, 60)
+	r.tx.ForceKick()
+	r.drainPeer(1)
+	r.waitUsed(r.tx, 1, nil)
+	waitFor(t, "the normal policy after a lone small frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
+}

@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +86,8 @@ type Options struct {
 	JSON                   string
 	ShowConsole            int           // lines of each boot's console to show
 	Sched                  bool          // each cell's context switches and CPU time per thread group
+	GuestStats             bool          // the guest's interrupts and TCP counters around g2h
+	CellGap                int           // seconds the guest sleeps before each cell after the first
 	BootTimeout            time.Duration // one boot's bound
 }
 
@@ -108,6 +111,8 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.JSON, "json", "", "write every run's numbers to `FILE`")
 	fs.DurationVar(&o.BootTimeout, "boot-timeout", 5*time.Minute, "bound on one boot, all its cells")
 	fs.BoolVar(&o.Sched, "sched", false, "show each cell's context switches and CPU time per thread group of the system under test (and of the benchmark's servers), from /proc, per unit of work")
+	fs.BoolVar(&o.GuestStats, "guest-stats", false, "have the guest print its interrupt counts and TCP counters (segments, autocorking) before and after g2h (see them with --show-console)")
+	fs.IntVar(&o.CellGap, "cell-gap", 0, "the guest sleeps `N` seconds before each cell after the first, so that what a cell left behind (a gateway still forwarding, its garbage) is done before the next one starts")
 	fs.IntVar(&o.ShowConsole, "show-console", 0, "show the last `N` lines of each boot's console (with --run-args --stats: tinyvmm's device counters)")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm-lab bench usernet [flags]   --net user vs QEMU's -netdev user: bulk TCP both ways, round trips, DNS", args, stdout); help || err != nil {
 		return err
@@ -294,6 +299,20 @@ func run(o Options, stdout, stderr io.Writer) error {
 	}()
 
 	script := GuestScript(o.SizeMiB, o.RR, o.DNS, port(h.sink), port(h.web))
+	if o.GuestStats {
+		script = withGuestStats(script)
+	}
+	if o.CellGap > 0 {
+		script = withCellGap(script, o.CellGap)
+	}
+	if dir := filepath.Dir(o.Profile); o.Profile != "" && !exists(dir) {
+		// The child writes PREFIX.N; a directory of their own can be
+		// fetched whole (tar) from L1. Made here, it is writable by all:
+		// the child drops its privileges after the first file.
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			os.Chmod(dir, 0o1777)
+		}
+	}
 	var results []Result
 	for r := 0; r < o.Runs; r++ {
 		order := o.Systems
@@ -322,6 +341,13 @@ func run(o Options, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, cellLine(res.Cells))
 			if o.ShowConsole > 0 {
 				fmt.Fprintf(stderr, "%s\n", tail(console, o.ShowConsole))
+			}
+			if o.GuestStats {
+				for _, line := range strings.Split(console, "\n") {
+					if i := strings.Index(line, "gstat "); i >= 0 {
+						fmt.Fprintf(stderr, "%s run %d: %s\n", sys, r+1, strings.TrimRight(line[i:], "\r"))
+					}
+				}
 			}
 			if watch != nil {
 				watch.report(stderr, sys, r+1, map[string]float64{
@@ -408,6 +434,42 @@ func GuestScript(sizeMiB, rr, lookups, sinkPort, webPort int) string {
 		lines = slices.Delete(lines, len(lines)-3, len(lines)-1)
 	}
 	return strings.Join(lines, " && ")
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// guestStatsCmd prints, on lines that start with "gstat", the guest's
+// interrupt counts (virtio's and the local timer's) and its TCP counters.
+const guestStatsCmd = "grep -E 'virtio|LOC' /proc/interrupts | sed 's/^/gstat /'; grep -E '^(Tcp|TcpExt):' /proc/net/snmp /proc/net/netstat | sed 's/^/gstat /'"
+
+// withGuestStats has script print guestStatsCmd's counters before and
+// after the g2h cell, whose one command is the one after "echo cell g2h".
+func withGuestStats(script string) string {
+	parts := strings.Split(script, " && ")
+	for i, p := range parts {
+		if p == "echo cell g2h" && i+1 < len(parts) {
+			parts[i+1] = "{ " + guestStatsCmd + "; } && " + parts[i+1] + " && { " + guestStatsCmd + "; }"
+			break
+		}
+	}
+	return strings.Join(parts, " && ")
+}
+
+// withCellGap has script sleep secs seconds before each cell but the
+// first ("echo cell g2h").
+func withCellGap(script string, secs int) string {
+	parts := strings.Split(script, " && ")
+	var out []string
+	for _, p := range parts {
+		if strings.HasPrefix(p, "echo cell ") && p != "echo cell g2h" {
+			out = append(out, fmt.Sprintf("sleep %d", secs))
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, " && ")
 }
 
 // dnsLookup is the DNS cell's lookup: DNSName asked of the gateway,

@@ -5,6 +5,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 	"io"
 	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,39 @@ func TestHelp(t *testing.T) {
 		if errOut.Len() != 0 {
 			t.Errorf("%s: stderr %q", arg, errOut.String())
 		}
+	}
+}
+
+// --guest-stats wraps the g2h cell's one command in two dumps of the
+// guest's counters, and leaves the other cells and the cell markers as
+// they were; the script stays valid for a POSIX shell.
+func TestGuestStatsScript(t *testing.T) {
+	plain := GuestScript(1, 2, 3, 4, 5)
+	s := withGuestStats(plain)
+	g2h := "dd if=/dev/zero bs=1M count=1 2>/dev/null | nc 10.0.2.2 4"
+	want := "echo cell g2h && { " + guestStatsCmd + "; } && " + g2h + " && { " + guestStatsCmd + "; } && echo cell h2g"
+	if !strings.Contains(s, want) {
+		t.Fatalf("script %q lacks %q", s, want)
+	}
+	if strings.Count(s, guestStatsCmd) != 2 || strings.Replace(strings.Replace(s, "{ "+guestStatsCmd+"; } && ", "", 1), " && { "+guestStatsCmd+"; }", "", 1) != plain {
+		t.Errorf("the stats changed more than the g2h cell: %q", s)
+	}
+	if sh, err := exec.LookPath("sh"); err == nil {
+		if out, err := exec.Command(sh, "-n", "-c", s).CombinedOutput(); err != nil {
+			t.Errorf("sh -n: %v: %s", err, out)
+		}
+	}
+}
+
+// --cell-gap puts a sleep before each cell but the first, and nothing
+// else.
+func TestCellGapScript(t *testing.T) {
+	plain := GuestScript(1, 2, 3, 4, 5)
+	s := withCellGap(plain, 2)
+	if n := strings.Count(s, "sleep 2 && echo cell "); n != 3 || strings.Contains(s, "sleep 2 && echo cell g2h") {
+		t.Errorf("%d gaps, want 3, none before g2h: %q", n, s)
+	}
+	if strings.ReplaceAll(s, "sleep 2 && ", "") != plain {
+		t.Errorf("the gaps changed more than themselves: %q", s)
 	}
 }
