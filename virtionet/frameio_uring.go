@@ -53,7 +53,7 @@ func (u *uringIO) send(fd int, frames [][]unix.Iovec, res []int) (calls int, err
 	}
 	for start := 0; start < len(frames); {
 		queued := 0
-		for i := start; i < len(frames) && u.ring.Writev(fd, frames[i], uint64(i)); i++ {
+		for i := start; i < len(frames) && u.ring.Write(fd, frames[i], uint64(i)); i++ {
 			queued++
 		}
 		c, serr := u.ring.Submit(queued)

@@ -218,3 +218,76 @@ func TestRegisterFileReadsTheRegisteredFile(t *testing.T) {
 		t.Fatalf("read res %d (%q), want the registered socket's message", res, buf[:max(res, 0)])
 	}
 }
+
+// opcodes returns the opcodes of the requests queued since the SQ tail
+// was last handed to the kernel.
+func (r *Ring) opcodes() []uint8 {
+	var ops []uint8
+	for i := r.tail - uint32(r.Queued()); i != r.tail; i++ {
+		ops = append(ops, r.sqes[i&r.sqMask].opcode)
+	}
+	return ops
+}
+
+// Write sends a frame of one buffer as IORING_OP_WRITE and one of several
+// as WRITEV, each a message of its own and in order; where the kernel
+// lacks IORING_OP_WRITE, both go as WRITEV and arrive the same.
+func TestWriteOneBufferWithoutIovec(t *testing.T) {
+	for _, lacksWrite := range []bool{false, true} {
+		t.Run(fmt.Sprint("lacksWrite=", lacksWrite), func(t *testing.T) {
+			r := newRing(t, 8)
+			if !r.write {
+				t.Skip("this kernel lacks IORING_OP_WRITE")
+			}
+			if lacksWrite {
+				r.write = false // as the probe at New finds on Linux before 5.6
+			}
+			fd, peer := seqpacket(t)
+			one := []unix.Iovec{iov([]byte("one buffer"))}
+			two := []unix.Iovec{iov([]byte("two ")), iov([]byte("buffers"))}
+			if !r.Write(fd, one, 1) || !r.Write(fd, two, 2) {
+				t.Fatal("ring refused a request")
+			}
+			want := []uint8{opWrite, opWritev}
+			if lacksWrite {
+				want = []uint8{opWritev, opWritev}
+			}
+			if got := r.opcodes(); !bytes.Equal(got, want) {
+				t.Fatalf("opcodes %v, want %v", got, want)
+			}
+			if _, err := r.Submit(2); err != nil {
+				t.Fatal(err)
+			}
+			res := map[uint64]int32{}
+			r.Reap(func(ud uint64, v int32) { res[ud] = v })
+			if res[1] != 10 || res[2] != 11 {
+				t.Fatalf("results %v, want 1:10 2:11", res)
+			}
+			buf := make([]byte, 64)
+			for _, want := range []string{"one buffer", "two buffers"} {
+				n, err := unix.Read(peer, buf)
+				if err != nil || string(buf[:n]) != want {
+					t.Fatalf("peer read %q %v, want %q", buf[:max(n, 0)], err, want)
+				}
+			}
+		})
+	}
+}
+
+// The probe at New finds IORING_OP_WRITE on kernels that have it (every
+// kernel since 5.6; the ring's own read and write ops of 5.1 always).
+func TestProbeFindsOps(t *testing.T) {
+	r := newRing(t, 4)
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &major, &minor)
+	if major > 5 || major == 5 && minor >= 6 {
+		if !r.write || !r.supports(opWritev) {
+			t.Fatalf("on Linux %d.%d the probe found write=%v writev=%v, want both", major, minor, r.write, r.supports(opWritev))
+		}
+	}
+	if r.supports(255) {
+		t.Fatal("the probe claims opcode 255")
+	}
+}
