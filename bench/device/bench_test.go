@@ -42,23 +42,30 @@ func waitFrames(counter func() uint64, n uint64) {
 
 // BenchmarkTx: the Go driver floods UDP frames through the device and the
 // backend to a socket in the namespace.
+// txEnv opens a device for the tx benchmarks, with a UDP socket on the
+// host's port 9 taking what the guest sends (closed with the device at
+// the benchmark's end), and builds the guest's frame of size bytes to it.
+func txEnv(b *testing.B, afPacket bool, io virtionet.IOMode, tuning virtionet.Tuning, features uint64, size int) (*Env, []byte) {
+	env, err := newEnvIO(afPacket, io, tuning, features)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	sink, err := env.UDPSocket(9, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Close(sink) })
+	payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
+	return env, ethframe.AppendUDP(nil, env.HostMAC, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
+}
+
 func BenchmarkTx(b *testing.B) {
 	skipUnlessNetns(b)
 	for _, oc := range benchCases {
 		for _, size := range []int{64, 1514} {
 			b.Run(fmt.Sprintf("%s/frame=%d", oc.name, size), func(b *testing.B) {
-				env, err := newEnvIO(oc.afPacket, oc.io, virtionet.DefaultTuning(), oc.feat)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer env.Close()
-				sink, err := env.UDPSocket(9, time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer unix.Close(sink)
-				payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
-				frame := ethframe.AppendUDP(nil, env.HostMAC, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
+				env, frame := txEnv(b, oc.afPacket, oc.io, virtionet.DefaultTuning(), oc.feat, size)
 				txFrames := func() uint64 { return env.Dev.Stats().Queues[1].Frames }
 				cpu := func() uint64 { return env.Dev.Stats().WorkerCPUNs }
 				var stop atomic.Bool

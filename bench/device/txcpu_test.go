@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"tinyvmm/internal/ethframe"
 	"tinyvmm/virtionet"
 )
 
@@ -27,18 +24,7 @@ func BenchmarkTxCPU(b *testing.B) {
 			b.Run(fmt.Sprintf("io=%s/frame=%d", io, size), func(b *testing.B) {
 				tun := virtionet.DefaultTuning()
 				tun.PollUs = 0
-				env, err := newEnvIO(false, io, tun, rxFeatures|virtionet.FeatMrgRxBuf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer env.Close()
-				sink, err := env.UDPSocket(9, time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer unix.Close(sink)
-				payload := make([]byte, size-ethframe.EthLen-ethframe.IPv4Len-ethframe.UDPLen)
-				frame := ethframe.AppendUDP(nil, env.HostMAC, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
+				env, frame := txEnv(b, false, io, tun, rxFeatures|virtionet.FeatMrgRxBuf, size)
 				stats := func() (frames, cpu uint64) {
 					s := env.Dev.Stats()
 					return s.Queues[1].Frames, s.WorkerCPUNs
