@@ -197,10 +197,10 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // against HZ=100). vmm_host_cpu_us (and :NAME) is the same host time from
 // schedstat's exact time on a CPU, less the sampled guest time (only a
 // vCPU has any): the per-frame figures use it. A thread born meanwhile
-// counts whole. vmm_runq_wait_us is the time the threads were
-// runnable but waited for a CPU (schedstat; not those in SCHED_IDLE): a wakeup's delay before the
-// device's worker, or vhost-net's, runs, on the CPU it shares with the
-// sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
+// counts whole. vmm_runq_wait_us is the time the threads were runnable
+// but waited for a CPU (schedstat; not those in SCHED_IDLE): a wakeup's
+// delay before the device's worker, or vhost-net's, runs, on the CPU it
+// shares with the sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
 // vmm_runq_wait_us:NAME; vhost-PID as vhost): which thread, the device's
 // or a vCPU or the runtime's, used the CPU and waited for it.
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
@@ -215,9 +215,9 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		woke := now.slept - b.slept
 		d["vmm_wakeups"] += woke
 		d["vmm_preemptions"] += now.preempted - b.preempted
-		if !now.idle {
-			d["vmm_runq_wait_us"] += (now.waited - b.waited) / 1000
-			d["vmm_runq_wait_us:"+now.name] += (now.waited - b.waited) / 1000
+		if wait := (now.waited - b.waited) / 1000; !now.idle {
+			d["vmm_runq_wait_us"] += wait
+			d["vmm_runq_wait_us:"+now.name] += wait
 		}
 		d["vmm_wakeups_max"] = max(d["vmm_wakeups_max"], woke)
 		if tid == strconv.Itoa(pid+1) {
