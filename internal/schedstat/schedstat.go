@@ -7,7 +7,6 @@ package schedstat
 import (
 	"os"
 	"strconv"
-	"strings"
 )
 
 // ThreadCPU is the CPU time in ns that thread tid of this process has run
@@ -18,21 +17,16 @@ func ThreadCPU(tid int) uint64 { return read("/proc/self/task/" + strconv.Itoa(t
 // a kernel thread's (/proc/PID/schedstat), 0 if unknown.
 func TaskCPU(pid int) uint64 { return read("/proc/" + strconv.Itoa(pid) + "/schedstat") }
 
-// read is the CPU time in a schedstat file, 0 if it cannot be read.
+// read is the CPU time in a schedstat file, 0 if it cannot be read or
+// parsed.
 func read(path string) uint64 {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
-	return parse(string(b))
-}
-
-// parse takes the first field of a schedstat line, 0 if there is none.
-func parse(s string) uint64 {
-	f := strings.Fields(s)
-	if len(f) == 0 {
+	var t Thread
+	if t.parseSchedstat(b) != nil {
 		return 0
 	}
-	ns, _ := strconv.ParseUint(f[0], 10, 64)
-	return ns
+	return t.RunNs
 }

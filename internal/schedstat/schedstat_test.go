@@ -2,6 +2,7 @@ package schedstat
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -9,17 +10,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestParse(t *testing.T) {
+// TestReadRunNs reads the run time out of schedstat files, and 0 out of
+// files that have none.
+func TestReadRunNs(t *testing.T) {
+	dir := t.TempDir()
 	for in, want := range map[string]uint64{
 		"123456 789 10\n": 123456,
-		"42":              42,
+		"42 7":            42,
+		"42":              0,
 		"":                0,
 		"\n":              0,
 		"x 1 2":           0,
 	} {
-		if got := parse(in); got != want {
-			t.Errorf("parse(%q) = %d, want %d", in, got, want)
+		path := filepath.Join(dir, "schedstat")
+		if err := os.WriteFile(path, []byte(in), 0o600); err != nil {
+			t.Fatal(err)
 		}
+		if got := read(path); got != want {
+			t.Errorf("read(%q) = %d, want %d", in, got, want)
+		}
+	}
+	if got := read(filepath.Join(dir, "none")); got != 0 {
+		t.Errorf("read of a missing file = %d, want 0", got)
 	}
 }
 
