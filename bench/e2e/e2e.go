@@ -30,7 +30,8 @@ type Options struct {
 	Weights []int  // experiment 002: tinyvmm --tx-weight-pkts (0 = unlimited)
 	Polls   []int  // the tx poll sweep: tinyvmm --poll-us (0 = off), tx 64 B
 	// Variants are tinyvmm flag sets run beside the default, interleaved,
-	// on tx 64 B, rx 64 B and both pings (--variant NAME=FLAGS).
+	// in every cell that takes tinyvmm flags (--variant NAME=FLAGS): the
+	// pps, ping and Linux-guest cells, as KEY@NAME.
 	Variants []Variant
 	Budget   time.Duration // no new run starts after this; the rest show as not run
 	ELF      string        // the bench guest
@@ -76,6 +77,29 @@ type experiment struct {
 	Key, Title, Unit string
 	Systems          []System
 	run              func(sys System) Sample
+	// withArgs, when set, is run with extra tinyvmm flags: the cell also
+	// runs as KEY@NAME, tinyvmm only, for each --variant.
+	withArgs func(sys System, args []string) Sample
+}
+
+// variable is a cell that also runs as each --variant.
+func variable(key, title, unit string, systems []System, run func(System, []string) Sample) experiment {
+	return experiment{key, title, unit, systems, func(s System) Sample { return run(s, nil) }, run}
+}
+
+// variantCells are, for each variant, the cells of cells that take flags:
+// KEY@NAME, tinyvmm only, with the variant's flags.
+func variantCells(cells []experiment, variants []Variant) []experiment {
+	var out []experiment
+	for _, v := range variants {
+		for _, e := range cells {
+			if e.withArgs != nil {
+				out = append(out, experiment{e.Key + "@" + v.Name, e.Title, e.Unit, []System{SysTinyvmm},
+					func(s System) Sample { return e.withArgs(s, v.Args) }, nil})
+			}
+		}
+	}
+	return out
 }
 
 // systemState says whether a system runs here and how it is labelled.
@@ -141,56 +165,41 @@ func (o Options) experiments(r *runner) []experiment {
 	vms := []System{SysTinyvmm, SysQEMUVhost, SysQEMU}
 	all := []System{SysTinyvmm, SysCeiling, SysQEMUVhost, SysQEMU}
 	exps := []experiment{
-		{"tx64", "guest->host pps, 64 B", "pps", all, func(s System) Sample { return r.tx(s, 64, 1, nil) }},
-		{"tx1400", "guest->host pps, 1400 B", "pps", all, func(s System) Sample { return r.tx(s, 1400, 1, nil) }},
-		{"rx64", "host->guest pps, 64 B", "pps", all, func(s System) Sample { return r.rx(s, false, SendFlood, nil) }},
-		{"rx64irq", "host->guest pps, 64 B, guest halts between interrupts", "pps", vms, func(s System) Sample { return r.rx(s, true, SendFlood, nil) }},
+		variable("tx64", "guest->host pps, 64 B", "pps", all, func(s System, a []string) Sample { return r.tx(s, 64, 1, a) }),
+		variable("tx1400", "guest->host pps, 1400 B", "pps", all, func(s System, a []string) Sample { return r.tx(s, 1400, 1, a) }),
+		variable("rx64", "host->guest pps, 64 B", "pps", all, func(s System, a []string) Sample { return r.rx(s, false, SendFlood, a) }),
+		variable("rx64irq", "host->guest pps, 64 B, guest halts between interrupts", "pps", vms, func(s System, a []string) Sample { return r.rx(s, true, SendFlood, a) }),
 	}
 	// pktgen's cell where the kernel has pktgen (bench/nested.sh's L1), or
 	// where it is asked for.
 	if pktgenHere() || slices.Contains(o.Only, "rx64pg") {
-		exps = append(exps, experiment{"rx64pg", "host->guest pps, 64 B, pktgen sender", "pps", vms, func(s System) Sample { return r.rx(s, false, PktgenFlood, nil) }})
+		exps = append(exps, variable("rx64pg", "host->guest pps, 64 B, pktgen sender", "pps", vms, func(s System, a []string) Sample { return r.rx(s, false, PktgenFlood, a) }))
 	}
 	// The Linux guest's cells where the host side has iperf3, or where
 	// they are asked for.
 	if lxHere() == "" || slices.Contains(o.Only, "linux") {
-		exps = append(exps, experiment{"linux", lxTitle, "Mbit/s", vms, func(s System) Sample { return r.linux(s, nil) }})
+		exps = append(exps, variable("linux", lxTitle, "Mbit/s", vms, r.linux))
 	}
-	exps = append(exps, []experiment{
-		{"ping_idle", "ping, guest idle", "us", all, func(s System) Sample { return r.ping(s, pingIdle, nil) }},
-		{"ping_idle_irq", "ping, guest halted between interrupts", "us", vms, func(s System) Sample { return r.ping(s, pingIdleIRQ, nil) }},
-		{"ping_flood", "ping, guest flooding tx", "us", all, func(s System) Sample { return r.ping(s, pingFlood, nil) }},
-	}...)
+	exps = append(exps,
+		variable("ping_idle", "ping, guest idle", "us", all, func(s System, a []string) Sample { return r.ping(s, pingIdle, a) }),
+		variable("ping_idle_irq", "ping, guest halted between interrupts", "us", vms, func(s System, a []string) Sample { return r.ping(s, pingIdleIRQ, a) }),
+		variable("ping_flood", "ping, guest flooding tx", "us", all, func(s System, a []string) Sample { return r.ping(s, pingFlood, a) }),
+	)
+	base := len(exps)
 	for _, k := range o.Kicks {
 		exps = append(exps, experiment{fmt.Sprintf("kick%d", k), fmt.Sprintf("tx 64 B, kick=%d", k), "pps", vms,
-			func(s System) Sample { return r.tx(s, 64, k, nil) }})
+			func(s System) Sample { return r.tx(s, 64, k, nil) }, nil})
 	}
 	for _, w := range o.Weights {
 		args := []string{"--tx-weight-pkts", strconv.Itoa(w)}
 		exps = append(exps, experiment{fmt.Sprintf("weight%d", w), "tx weight " + weightName(w), "us", []System{SysTinyvmm},
-			func(s System) Sample { return r.ping(s, pingFlood, args) }})
+			func(s System) Sample { return r.ping(s, pingFlood, args) }, nil})
 	}
-	for _, v := range o.Variants {
-		for _, e := range []experiment{
-			{"tx64@" + v.Name, "guest->host pps, 64 B", "pps", nil, func(s System) Sample { return r.tx(s, 64, 1, v.Args) }},
-			{"rx64@" + v.Name, "host->guest pps, 64 B", "pps", nil, func(s System) Sample { return r.rx(s, false, SendFlood, v.Args) }},
-			{"rx64irq@" + v.Name, "host->guest pps, 64 B, guest halts between interrupts", "pps", nil, func(s System) Sample { return r.rx(s, true, SendFlood, v.Args) }},
-			{"ping_idle@" + v.Name, "ping, guest idle", "us", nil, func(s System) Sample { return r.ping(s, pingIdle, v.Args) }},
-			{"ping_idle_irq@" + v.Name, "ping, guest halted between interrupts", "us", nil, func(s System) Sample { return r.ping(s, pingIdleIRQ, v.Args) }},
-			{"ping_flood@" + v.Name, "ping, guest flooding tx", "us", nil, func(s System) Sample { return r.ping(s, pingFlood, v.Args) }},
-			{"linux@" + v.Name, lxTitle, "Mbit/s", nil, func(s System) Sample { return r.linux(s, v.Args) }},
-		} {
-			if strings.HasPrefix(e.Key, "linux@") && !slices.ContainsFunc(exps, func(e experiment) bool { return e.Key == "linux" }) {
-				continue // no Linux-guest cells here
-			}
-			e.Systems = []System{SysTinyvmm}
-			exps = append(exps, e)
-		}
-	}
+	exps = append(exps, variantCells(exps[:base], o.Variants)...)
 	for _, p := range o.Polls {
 		args := []string{"--poll-us", strconv.Itoa(p)}
 		exps = append(exps, experiment{fmt.Sprintf("poll%d", p), fmt.Sprintf("tx 64 B, poll-us=%d", p), "pps", []System{SysTinyvmm},
-			func(s System) Sample { return r.tx(s, 64, 1, args) }})
+			func(s System) Sample { return r.tx(s, 64, 1, args) }, nil})
 	}
 	return exps
 }

@@ -255,3 +255,50 @@ func TestPartialLinuxRunPairsWhatItHas(t *testing.T) {
 		t.Errorf("failures:\n%s", w.String())
 	}
 }
+
+// Every cell that takes tinyvmm flags runs as each variant too: tx 1400 B
+// and pktgen's rx included.
+func TestVariantOfEveryVariableCell(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights, o.Polls = nil, nil, nil
+	o.Variants = []Variant{{Name: "fast", Args: []string{"--worker-batch"}}}
+	o.Only = []string{"tx1400", "tx1400@fast", "rx64pg", "rx64pg@fast", "linux", "linux@fast"}
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range exps {
+		keys = append(keys, e.Key)
+	}
+	slices.Sort(keys)
+	if want := []string{"linux", "linux@fast", "rx64pg", "rx64pg@fast", "tx1400", "tx1400@fast"}; !slices.Equal(keys, want) {
+		t.Errorf("cells %q, want %q", keys, want)
+	}
+}
+
+// A variant's cell is its cell's, run on tinyvmm only with the variant's
+// flags; a cell that takes no flags has no variant.
+func TestVariantCells(t *testing.T) {
+	var got [][]string
+	run := func(_ System, a []string) Sample { got = append(got, a); return Sample{} }
+	cells := []experiment{
+		variable("tx64", "tx", "pps", []System{SysTinyvmm, SysQEMU}, run),
+		{Key: "kick1", Title: "kick", Unit: "pps", Systems: []System{SysTinyvmm}, run: func(System) Sample { return Sample{} }},
+	}
+	vs := []Variant{{Name: "a", Args: []string{"--x"}}, {Name: "b", Args: []string{"--y", "--z"}}}
+	out := variantCells(cells, vs)
+	if len(out) != 2 || out[0].Key != "tx64@a" || out[1].Key != "tx64@b" {
+		t.Fatalf("variant cells %+v, want tx64@a and tx64@b", out)
+	}
+	for _, e := range out {
+		if e.Title != "tx" || e.Unit != "pps" || !slices.Equal(e.Systems, []System{SysTinyvmm}) {
+			t.Errorf("%s: %q %q %v, want the cell's title and unit on tinyvmm only", e.Key, e.Title, e.Unit, e.Systems)
+		}
+		e.run(SysTinyvmm)
+	}
+	cells[0].run(SysQEMU)
+	if want := [][]string{{"--x"}, {"--y", "--z"}, nil}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("flags given %q, want %q", got, want)
+	}
+}
