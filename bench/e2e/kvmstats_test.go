@@ -211,11 +211,16 @@ func (c *countReader) Read(p []byte) (int, error) {
 // per frame the guest moved, from the exact time (not the ticks); none
 // without frames.
 func TestHostCPUPerFrame(t *testing.T) {
-	run := &GuestRun{KVM: kvmCounts{"exits": 300}, IOURings: -1, Switches: map[string]uint64{"vmm_host_cpu_ms": 1000, "vmm_host_cpu_us": 900_000}}
+	run := &GuestRun{KVM: kvmCounts{"exits": 300}, IOURings: -1, Switches: map[string]uint64{"vmm_host_cpu_ms": 1000, "vmm_host_cpu_us": 900_000,
+		"vmm_host_cpu_us:net-tap0": 600_000, "vmm_runq_wait_us:net-tap0": 20_000}}
 	s := Sample{Detail: map[string]float64{}}
 	addExits(&s, run, 200_000, 3)
 	if got := s.Detail["host_cpu_us_per_frame"]; got != 4.5 {
 		t.Errorf("host CPU per frame %v us, want 4.5 (900 ms over 200,000 frames)", got)
+	}
+	// And by thread, as the Linux guest's cells have it.
+	if got, wait := s.Detail["host_cpu_us_per_frame:net-tap0"], s.Detail["runq_wait_us_per_frame:net-tap0"]; got != 3 || wait != 0.1 {
+		t.Errorf("the worker's CPU and wait per frame %v, %v us, want 3 and 0.1", got, wait)
 	}
 	s = Sample{Detail: map[string]float64{}}
 	addExits(&s, run, 0, 0)

@@ -531,15 +531,7 @@ func lxPerFrame(before, after lxSnap, pid int) map[string]float64 {
 		d["kicks_per_frame"] = float64(after.kicks-before.kicks) / frames
 	}
 	sw := after.sw.since(before.sw, pid)
-	d["host_cpu_us_per_frame"] = float64(sw["vmm_host_cpu_us"]) / frames
-	d["runq_wait_us_per_frame"] = float64(sw["vmm_runq_wait_us"]) / frames
-	for k, v := range sw {
-		if name, ok := strings.CutPrefix(k, "vmm_runq_wait_us:"); ok {
-			d["runq_wait_us_per_frame:"+name] = float64(v) / frames
-		} else if name, ok := strings.CutPrefix(k, "vmm_host_cpu_us:"); ok {
-			d["host_cpu_us_per_frame:"+name] = float64(v) / frames
-		}
-	}
+	addCPUPerFrame(d, sw, frames)
 	d["worker_cpu_ms"] = float64(sw["vmm_worker_cpu_ms"])
 	return d
 }

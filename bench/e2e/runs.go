@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -211,9 +212,22 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 		s.Detail[k] = float64(v)
 	}
 	s.Detail["vmm_workers"] = float64(run.Workers)
-	if cpu, ok := s.Detail["vmm_host_cpu_us"]; ok && frames > 0 {
-		s.Detail["host_cpu_us_per_frame"] = cpu / frames
-		s.Detail["runq_wait_us_per_frame"] = s.Detail["vmm_runq_wait_us"] / frames
+	if _, ok := run.Switches["vmm_host_cpu_us"]; ok && frames > 0 {
+		addCPUPerFrame(s.Detail, run.Switches, frames)
+	}
+}
+
+// addCPUPerFrame puts the VMM's host CPU and run-queue wait per frame
+// into d, in all and by thread name, from since's counts.
+func addCPUPerFrame(d map[string]float64, sw map[string]uint64, frames float64) {
+	d["host_cpu_us_per_frame"] = float64(sw["vmm_host_cpu_us"]) / frames
+	d["runq_wait_us_per_frame"] = float64(sw["vmm_runq_wait_us"]) / frames
+	for k, v := range sw {
+		if name, ok := strings.CutPrefix(k, "vmm_runq_wait_us:"); ok {
+			d["runq_wait_us_per_frame:"+name] = float64(v) / frames
+		} else if name, ok := strings.CutPrefix(k, "vmm_host_cpu_us:"); ok {
+			d["host_cpu_us_per_frame:"+name] = float64(v) / frames
+		}
 	}
 }
 
