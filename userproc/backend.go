@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,37 @@ const sockBuf = 4 << 20
 
 // readyTimeout bounds the child's start, up to its ready line.
 const readyTimeout = 10 * time.Second
+
+// ChildTimerSlack is the timer slack (prctl PR_SET_TIMERSLACK) the child
+// runs with, in place of Linux's 50 us. Its sleeps with a timeout are
+// then up to this much longer, and the one that matters is Go's sysmon,
+// the runtime's monitor thread: while the child's one P is busy (running,
+// or waiting for the CPU the VMM's threads hold) sysmon sleeps 20 us at a
+// time, for 50 turns and more after each wake by a system call or a
+// garbage collection, and each turn is a context switch, on a host with
+// one CPU a preemption of whoever runs. In the nested L1 that was ~73 of
+// the child's ~81 voluntary switches per connection of the round-trip
+// cell and a third of its CPU (bench/RESULTS.md, "unet7"). With the slack
+// it wakes at most every few milliseconds: its duties (preempting a
+// goroutine that ran 10 ms, polling the network after 10 ms, taking a P
+// from a system call that blocks) are on that scale. Nothing of the
+// child's data path waits on a timer: frames and the host's sockets wake
+// it through the poller, which the slack does not delay; TCP's shortest
+// timer there is the 200 ms retransmission.
+const ChildTimerSlack = 5 * time.Millisecond
+
+// TimerSlackEnv, in the VMM's environment, sets the child's timer slack
+// in microseconds instead of ChildTimerSlack (50: Linux's default, as
+// before): the benchmark's way to compare them.
+const TimerSlackEnv = "TINYVMM_USERNET_TIMER_SLACK_US"
+
+// childTimerSlack is the child's timer slack in ns.
+func childTimerSlack() int64 {
+	if v, err := strconv.ParseInt(os.Getenv(TimerSlackEnv), 10, 64); err == nil && v > 0 {
+		return v * 1000
+	}
+	return ChildTimerSlack.Nanoseconds()
+}
 
 // Backend is the device's end of the link to a tinyvmm-usernet process.
 // It implements virtionet.Backend and virtionet.MultiFramer.
@@ -110,7 +142,17 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		// goroutine holds that thread until the child has exited.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		// The child's threads take their timer slack from this one
+		// (fork and exec keep it): set it for the start only.
+		old, slackErr := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+		if slackErr == nil {
+			unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(childTimerSlack()), 0, 0, 0)
+		}
+		err := cmd.Start()
+		if slackErr == nil {
+			unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		}
+		if err != nil {
 			started <- err
 			close(b.exited)
 			return

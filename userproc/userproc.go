@@ -104,8 +104,10 @@ func SetSendBuffer(fd, want int) int {
 
 // ProfileEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
 // on), makes it write its CPU profile to files named after the value:
-// PREFIX.1, PREFIX.2, ..., one per ProfileSegment. It is killed at the
-// end, so a profile written only at exit would never be.
+// PREFIX.1, PREFIX.2, ..., one per ProfileSegment, or from its first
+// SIGUSR1 on one per SIGUSR1 (bench usernet sends one at each cell), and
+// a line of its GC counters at each file's start to PREFIX.gc. It is
+// killed at the end, so a profile written only at exit would never be.
 const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
 
 // NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending

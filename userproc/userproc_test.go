@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -311,5 +312,59 @@ func TestExitIsNews(t *testing.T) {
 	}
 	if (&Backend{closing: make(chan struct{}), ready: make(chan struct{})}).exitIsNews() {
 		t.Error("an exit before ready (Start reports it) was news")
+	}
+}
+
+// Every thread of the child, Go's sysmon among them, runs with
+// ChildTimerSlack (TimerSlackEnv's value when set), and the VMM's threads
+// keep their own.
+func TestChildTimerSlack(t *testing.T) {
+	withChild(t)
+	if _, err := os.Stat("/proc/self/timerslack_ns"); err != nil {
+		t.Skip("no timerslack_ns in /proc:", err)
+	}
+	// Start's thread is not this one: look at every thread of the test.
+	own := func() string {
+		var all []string
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, task := range tasks {
+			s, _ := os.ReadFile("/proc/" + task.Name() + "/timerslack_ns")
+			all = append(all, strings.TrimSpace(string(s)))
+		}
+		slices.Sort(all)
+		return strings.Join(slices.Compact(all), " ")
+	}
+	before := own()
+	for _, c := range []struct {
+		env  string
+		want int64
+	}{{"", ChildTimerSlack.Nanoseconds()}, {"50", 50_000}} {
+		t.Setenv(TimerSlackEnv, c.env)
+		b, err := Start(Config{MAC: testMAC}, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := fmt.Sprintf("/proc/%d/task", b.cmd.Process.Pid)
+		tasks, err := os.ReadDir(dir)
+		if err != nil || len(tasks) < 2 {
+			b.Close()
+			t.Fatalf("child's threads: %v, %v", tasks, err)
+		}
+		for _, task := range tasks {
+			// A thread's own value is at /proc/TID (its task directory
+			// has none).
+			s, err := os.ReadFile(filepath.Join("/proc", task.Name(), "timerslack_ns"))
+			if err != nil {
+				t.Errorf("thread %s: %v", task.Name(), err)
+				continue
+			}
+			if got := strings.TrimSpace(string(s)); got != fmt.Sprint(c.want) {
+				t.Errorf("%s=%q: thread %s of the child has timer slack %s ns, want %d", TimerSlackEnv, c.env, task.Name(), got, c.want)
+			}
+		}
+		b.Close()
+	}
+	if after := own(); after != before {
+		t.Errorf("the test's thread's timer slack went from %s to %s", before, after)
 	}
 }

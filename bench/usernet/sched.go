@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"tinyvmm/internal/schedstat"
+	"tinyvmm/userproc"
 )
 
 // threadStat is what the kernel says of one thread: its context switches,
@@ -168,6 +170,9 @@ type schedWatch struct {
 	cell    string
 	at      map[int]threadStat
 	results []cellSched
+	// signalChild sends tinyvmm-usernet SIGUSR1 at each marker: with
+	// userproc.ProfileEnv it then starts a profile file per cell.
+	signalChild bool
 }
 
 // cellSched is one cell's threads.
@@ -201,6 +206,9 @@ func (w *schedWatch) marker(line string) {
 		return
 	}
 	now := snapshot(w.pid)
+	if w.signalChild {
+		signalUsernet(w.pid)
+	}
 	if w.cell != "" {
 		w.results = append(w.results, cellSched{cell: w.cell, groups: diff(w.at, now)})
 	}
@@ -274,4 +282,14 @@ func unitName(cell string) string {
 		return "lookup"
 	}
 	return "cell"
+}
+
+// signalUsernet sends SIGUSR1 to each tinyvmm-usernet under pid.
+func signalUsernet(pid int) {
+	for _, c := range children(pid) {
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/comm")
+		if strings.TrimSpace(string(comm)) == userproc.Program {
+			syscall.Kill(c, syscall.SIGUSR1)
+		}
+	}
 }

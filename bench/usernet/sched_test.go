@@ -2,9 +2,15 @@ package usernetbench
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"tinyvmm/userproc"
 )
 
 // Threads born between two snapshots count from zero, and each group
@@ -39,5 +45,32 @@ func TestSchedWatchCells(t *testing.T) {
 	w.report(&out, "tinyvmm", 1, map[string]float64{"g2h": 8192, "rr": 50})
 	if !strings.Contains(out.String(), "cell g2h (per KiB") || !strings.Contains(out.String(), "bench") {
 		t.Errorf("report %q", out.String())
+	}
+}
+
+// With signalChild, each marker sends SIGUSR1 to the tinyvmm-usernet
+// under the system's process (here a sleep named so, under this one).
+func TestSchedWatchSignalsUsernet(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip(err)
+	}
+	prog := filepath.Join(t.TempDir(), userproc.Program)
+	b, err := os.ReadFile(sleep)
+	if err != nil || os.WriteFile(prog, b, 0o755) != nil {
+		t.Skip("cannot copy sleep:", err)
+	}
+	cmd := exec.Command(prog, "30")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer cmd.Process.Kill()
+	w := &schedWatch{signalChild: true}
+	w.start(os.Getpid())
+	w.Write([]byte("cell g2h\n"))
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGUSR1 {
+		t.Errorf("the child ended with %v, want SIGUSR1", err)
 	}
 }

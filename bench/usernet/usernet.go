@@ -107,7 +107,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (in the nested L1: no-io-uring.so, as bench e2e)")
 	fs.StringVar(&o.Kernel, "kernel", "out/guest/bzImage", "the guest `kernel` (both systems)")
 	fs.StringVar(&o.Initrd, "initrd", "out/guest/initramfs.cpio", "the guest `initramfs` (both systems)")
-	fs.StringVar(&o.Profile, "cpuprofile", "", "write tinyvmm-usernet's CPU profile of the last tinyvmm boot to `PREFIX`.N, one file per 2 s (go tool pprof merges them)")
+	fs.StringVar(&o.Profile, "cpuprofile", "", "write tinyvmm-usernet's CPU profile of the last boot of each tinyvmm system (the Kth in --systems) to `PREFIX`-K.N, one file per cell (with --sched; else per 2 s), and its GC counters at each file's start to PREFIX-K.gc")
 	fs.StringVar(&o.JSON, "json", "", "write every run's numbers to `FILE`")
 	fs.DurationVar(&o.BootTimeout, "boot-timeout", 5*time.Minute, "bound on one boot, all its cells")
 	fs.BoolVar(&o.Sched, "sched", false, "show each cell's context switches and CPU time per thread group of the system under test (and of the benchmark's servers), from /proc, per unit of work")
@@ -324,12 +324,12 @@ func run(o Options, stdout, stderr io.Writer) error {
 			h.reset()
 			drain(h.g2h)
 			profile := ""
-			if sys == "tinyvmm" && o.Profile != "" && r == o.Runs-1 {
-				profile = o.Profile
+			if strings.HasPrefix(sys, "tinyvmm") && o.Profile != "" && r == o.Runs-1 {
+				profile = fmt.Sprintf("%s-%d", o.Profile, slices.Index(o.Systems, sys))
 			}
 			var watch *schedWatch
 			if o.Sched {
-				watch = &schedWatch{}
+				watch = &schedWatch{signalChild: profile != ""}
 			}
 			console, err := boot(ns, o, sys, script, profile, watch)
 			res := Result{System: sys, Run: r + 1, Cells: map[string]float64{}}

@@ -28,7 +28,7 @@ func main() {
 func run(args []string) int {
 	ppid := os.Getppid()
 	if prefix := os.Getenv(userproc.ProfileEnv); prefix != "" {
-		go profile(prefix)
+		go profile(prefix, nil)
 	}
 	var ready *os.File
 	fail := func(err error) int {
