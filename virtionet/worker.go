@@ -69,9 +69,6 @@ type pollState struct {
 	pollUntil time.Time // busy polling (PollUs): the worker does not sleep before this
 
 	batchOn bool // the thread runs under SCHED_BATCH (WorkerBatch)
-	// Which direction's last run that moved frames was a burst: the
-	// thread stays under SCHED_BATCH while either is (txBurst, rxBurst).
-	txBursting, rxBursting bool
 
 	// PollLone and rx SCHED_BATCH (cpus.go): where the worker may run
 	// beside the vCPUs, as last checked.
@@ -565,14 +562,9 @@ func (w *worker) dropRing(err error) {
 // txBurst, with WorkerBatch, runs the thread under SCHED_BATCH while tx's
 // last run was a burst: then a kick does not preempt the vCPU that is
 // adding frames.
-// A short tx run does not end an rx burst: during a TCP stream to the
-// guest its ACKs come back as short tx runs between the rx runs, and each
-// used to make the worker normal again, so the next frame from the
-// backend preempted its sender and the next rx run was short as well.
 func (w *worker) txBurst(burst bool) {
 	if w.tuning.WorkerBatch {
-		w.txBursting = burst
-		w.setBatch(w.txBursting || w.rxBursting)
+		w.setBatch(burst)
 	}
 }
 
@@ -583,12 +575,9 @@ func (w *worker) txBurst(burst bool) {
 // vCPU's CPU, the vCPU waits for those frames and a batch worker would
 // wait for the vCPU's time slice to end, which cost rx most of its rate
 // in the nested L1 (bench/HISTORY.md has the runs).
-// A short rx run (the guest's ACKs to a stream it sends) does not end a
-// tx burst either.
 func (w *worker) rxBurst(burst bool) {
-	if w.tuning.WorkerBatch {
-		w.rxBursting = burst && w.apartFromVCPUs()
-		w.setBatch(w.txBursting || w.rxBursting)
+	if w.tuning.WorkerBatch && w.apartFromVCPUs() {
+		w.setBatch(burst)
 	}
 }
 

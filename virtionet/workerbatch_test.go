@@ -136,46 +136,6 @@ func pinnedApartRig(t *testing.T, features uint64) (*rig, int32) {
 	return r, tid
 }
 
-// txSettled sends one lone tx frame and returns once the worker has
-// finished the run that sent it: it has counted a later kick, which it
-// reads only after that run.
-func (r *rig) txSettled(seq int) {
-	r.t.Helper()
-	r.tx.AddChain([][]byte{r.txFrame(seq, 60)}, nil)
-	r.tx.ForceKick()
-	r.drainPeer(1)
-	r.waitUsed(r.tx, 1, nil)
-	kicks := r.stats(txQueue).Kicks
-	r.tx.ForceKick()
-	waitFor(r.t, "the worker to take the next kick", func() bool { return r.stats(txQueue).Kicks > kicks })
-}
-
-// During a TCP stream to the guest its ACKs come back as short tx runs
-// between the rx runs: one does not end the rx burst's SCHED_BATCH (it
-// used to, and the next frame from the backend preempted its sender).
-// A short rx run does, and then a short tx run leaves the thread normal.
-func TestWorkerBatchRxBurstOutlastsShortTxRuns(t *testing.T) {
-	r, tid := pinnedApartRig(t, uint64(FeatVersion1|FeatMAC|FeatMrgRxBuf))
-	for i := 0; i < 32; i++ {
-		r.peerWrite(r.txFrame(i, 60))
-	}
-	r.rx.AddRxBuffers(64, 2048)
-	r.rx.Kick()
-	r.waitUsed(r.rx, 32, nil)
-	waitFor(t, "SCHED_BATCH after an rx burst", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
-	r.txSettled(0)
-	if p := threadPolicy(t, tid); p != unix.SCHED_BATCH {
-		t.Fatalf("policy %d after a lone tx frame during an rx burst, want SCHED_BATCH (%d)", p, unix.SCHED_BATCH)
-	}
-	r.peerWrite(r.txFrame(32, 60))
-	r.waitUsed(r.rx, 1, nil)
-	waitFor(t, "the normal policy after a lone rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
-	r.txSettled(1)
-	if p := threadPolicy(t, tid); p != unix.SCHED_NORMAL {
-		t.Fatalf("policy %d after lone frames both ways, want normal", p)
-	}
-}
-
 // With GUEST_TSO a TCP stream comes as a few frames of up to 64 KiB per
 // rx run: a run that moved as many bytes as NotifyThreshold frames of the
 // MTU is a burst however few its frames; a small lone frame is not.
