@@ -190,6 +190,8 @@ type Tuning struct {
 	// wait for one time slice. rx bursts do the same where the worker and
 	// the vCPUs are pinned to different CPUs: a frame from the backend
 	// then does not preempt its sender, and the worker takes more per turn.
+	// An rx run that moved the bytes of NotifyThreshold MTU frames is a
+	// burst too (a TCP stream in GUEST_TSO frames of up to 64 KiB).
 	WorkerBatch bool
 	// WorkerBatchBytes (with WorkerBatch) counts a tx run that moved
 	// this many bytes or more as a burst too, however few its frames: a

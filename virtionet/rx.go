@@ -64,7 +64,7 @@ func (w *worker) handleRx() (requeue bool) {
 			return true
 		case rxBackendEmpty:
 			if pkts > 0 { // a look that found nothing tells nothing about the rate
-				w.rxBurst(pkts >= max(w.tuning.NotifyThreshold, 1))
+				w.rxBurst(pkts >= max(w.tuning.NotifyThreshold, 1) || bytes >= w.rxBurstBytes())
 			}
 			w.sawWork(rxQueue, pkts) // nothing for a wake that found nothing
 			if w.backendEOF {

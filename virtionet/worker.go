@@ -595,6 +595,14 @@ func (w *worker) rxBurst(burst bool) {
 	}
 }
 
+// rxBurstBytes is how many bytes make an rx run a burst however few its
+// frames: what NotifyThreshold frames of the MTU carry. With GUEST_TSO
+// the backend hands a TCP stream over in frames of up to 64 KiB, a few
+// per run, so a count of frames alone never saw that stream as a burst.
+func (w *worker) rxBurstBytes() int {
+	return max(w.tuning.NotifyThreshold, 1) * w.d.cfg.MTU
+}
+
 // setBatch switches the worker's thread between SCHED_BATCH and the
 // normal policy.
 func (w *worker) setBatch(on bool) {

@@ -95,10 +95,28 @@ func TestWorkerBatchNotInRxBursts(t *testing.T) {
 // would), an rx burst runs it under SCHED_BATCH, and a lone rx frame makes
 // it normal again.
 func TestWorkerBatchInRxBurstsPinnedApart(t *testing.T) {
+	r, tid := pinnedApartRig(t, uint64(FeatVersion1|FeatMAC|FeatMrgRxBuf))
+	for i := 0; i < 32; i++ { // waiting for buffers: one run takes them all
+		r.peerWrite(r.txFrame(i, 60))
+	}
+	r.rx.AddRxBuffers(64, 2048)
+	r.rx.Kick()
+	r.waitUsed(r.rx, 32, nil)
+	waitFor(t, "SCHED_BATCH after an rx burst", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
+	r.peerWrite(r.txFrame(32, 60))
+	r.waitUsed(r.rx, 1, nil)
+	waitFor(t, "the normal policy after a lone rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
+}
+
+// pinnedApartRig is a rig (features acked; 0: all offered) whose worker
+// and vCPU are pinned apart (the vCPU is a thread pinned to the last CPU,
+// the worker is pinned off it, as an operator would), with WorkerBatch,
+// NotifyThreshold 8 and no busy polling; and the worker's thread id.
+func pinnedApartRig(t *testing.T, features uint64) (*rig, int32) {
 	vcpu := pinnedThread(t)
 	tun := DefaultTuning()
 	tun.WorkerBatch, tun.NotifyThreshold, tun.PollUs = true, 8, 0
-	r := newRig(t, rigOptions{tuning: tun, features: uint64(FeatVersion1 | FeatMAC | FeatMrgRxBuf),
+	r := newRig(t, rigOptions{tuning: tun, features: features,
 		vcpus: func() []int { return []int{vcpu} }})
 	r.activate()
 	tid := workerThread(t, r)
@@ -115,16 +133,25 @@ func TestWorkerBatchInRxBurstsPinnedApart(t *testing.T) {
 	}
 	// The thread goes back to Go's pool when the worker stops.
 	t.Cleanup(func() { unix.SchedSetaffinity(int(tid), &all) })
-	for i := 0; i < 32; i++ { // waiting for buffers: one run takes them all
-		r.peerWrite(r.txFrame(i, 60))
+	return r, tid
+}
+
+// With GUEST_TSO a TCP stream comes as a few frames of up to 64 KiB per
+// rx run: a run that moved as many bytes as NotifyThreshold frames of the
+// MTU is a burst however few its frames; a small lone frame is not.
+func TestWorkerBatchRxBurstByBytes(t *testing.T) {
+	r, tid := pinnedApartRig(t, 0)
+	if r.feat&FeatGuestTSO4 == 0 {
+		t.Fatal("the rig does not ack GUEST_TSO4")
 	}
 	r.rx.AddRxBuffers(64, 2048)
 	r.rx.Kick()
-	r.waitUsed(r.rx, 32, nil)
-	waitFor(t, "SCHED_BATCH after an rx burst", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
-	r.peerWrite(r.txFrame(32, 60))
+	r.peerWrite(r.txFrame(0, 8*1500+100)) // 6 buffers
+	r.waitUsed(r.rx, 6, nil)
+	waitFor(t, "SCHED_BATCH after one large rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_BATCH })
+	r.peerWrite(r.txFrame(1, 1400))
 	r.waitUsed(r.rx, 1, nil)
-	waitFor(t, "the normal policy after a lone rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
+	waitFor(t, "the normal policy after a lone MTU-sized rx frame", func() bool { return threadPolicy(t, tid) == unix.SCHED_NORMAL })
 }
 
 // Where the worker has a CPU no vCPU may use but may also run on the
