@@ -40,8 +40,6 @@ func waitFrames(counter func() uint64, n uint64) {
 	}
 }
 
-// BenchmarkTx: the Go driver floods UDP frames through the device and the
-// backend to a socket in the namespace.
 // txEnv opens a device for the tx benchmarks, with a UDP socket on the
 // host's port 9 taking what the guest sends (closed with the device at
 // the benchmark's end), and builds the guest's frame of size bytes to it.
@@ -60,6 +58,8 @@ func txEnv(b *testing.B, afPacket bool, io virtionet.IOMode, tuning virtionet.Tu
 	return env, ethframe.AppendUDP(nil, env.HostMAC, env.Guest.MAC, GuestIP, HostIP, 5000, 9, payload)
 }
 
+// BenchmarkTx: the Go driver floods UDP frames through the device and the
+// backend to a socket in the namespace.
 func BenchmarkTx(b *testing.B) {
 	skipUnlessNetns(b)
 	for _, oc := range benchCases {
