@@ -1,9 +1,12 @@
 package virtionet
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"tinyvmm/internal/schedstat"
 )
 
 // TestLoneFramesReadNoClock: a ping (a lone frame in, its answer out)
@@ -57,8 +60,16 @@ func TestLoneFramesReadNoClock(t *testing.T) {
 			r.waitUsed(r.tx, burst, nil)
 			// The worker starts the poll just after it publishes.
 			waitFor(t, "a burst's busy poll to read the clock", func() bool { return reads.Load() > 0 })
-			// Let the poll (PollUs) run out, then ping again.
+			// Let the poll (PollUs) run out and the worker fall asleep
+			// (a busy poll never sleeps: its epoll_wait does not wait),
+			// so that the poll's last look at the clock, the one that
+			// finds it over, is not counted for the pings.
 			time.Sleep(time.Duration(10*DefaultTuning().PollUs)*time.Microsecond + 20*time.Millisecond)
+			tid := workerThread(t, r)
+			waitFor(t, "the worker asleep after its poll", func() bool {
+				th, err := schedstat.ReadThread(fmt.Sprintf("/proc/self/task/%d", tid))
+				return err == nil && th.State == "S"
+			})
 			ping("lone frames after a burst's poll")
 		})
 	}
