@@ -36,6 +36,7 @@ var datapathCases = []struct {
 	{"RxWaitsForBuffers", testRxWaitsForBuffers},
 	{"RxPollModeKeepsKicksOff", testRxPollModeKeepsKicksOff},
 	{"RxLoneFramePopsFewChains", testRxLoneFramePopsFewChains},
+	{"RxLoneTurnReadsOnce", testRxLoneTurnReadsOnce},
 	{"RxPacketBudgetRequeues", testRxPacketBudgetRequeues},
 	{"RxBatchPublishesOnce", testRxBatchPublishesOnceAndSignalsOnce},
 	{"RxBatchOneIsPerFrame", testRxBatchOneIsPerFrame},
