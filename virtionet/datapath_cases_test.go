@@ -37,6 +37,7 @@ var datapathCases = []struct {
 	{"RxPollModeKeepsKicksOff", testRxPollModeKeepsKicksOff},
 	{"RxLoneFramePopsFewChains", testRxLoneFramePopsFewChains},
 	{"RxLoneTurnReadsOnce", testRxLoneTurnReadsOnce},
+	{"RxFrameRightAfterUnprobedRun", testRxFrameRightAfterUnprobedRunEndsLoneFrames},
 	{"RxPacketBudgetRequeues", testRxPacketBudgetRequeues},
 	{"RxBatchPublishesOnce", testRxBatchPublishesOnceAndSignalsOnce},
 	{"RxBatchOneIsPerFrame", testRxBatchOneIsPerFrame},

@@ -23,12 +23,14 @@ type rxState struct {
 	tapWatched bool // the backend is in the epoll set
 	backendEOF bool // the backend's peer closed: never watch it again
 
-	// A lone frame's run reads no more (loneReads): the last rx run
+	// A lone frame's run reads no more (unprobed): the last rx run
 	// that moved frames moved one small frame and nothing after it
 	// (loneRx), and tx has moved frames since (answered), as in a
 	// request/response turn or a ping. probeless is that decision for
-	// the run under way, until its first read.
-	loneRx, answered, probeless bool
+	// the run under way, until its first read; justUnprobed says the
+	// last run ended so, until the run loop's next epoll_wait has said
+	// whether the backend was readable (then it was no lone frame).
+	loneRx, answered, probeless, justUnprobed bool
 
 	irqTimer  int       // rx interrupt moderation: fires when a held interrupt is due
 	lastRxIrq time.Time // when the guest last got an rx interrupt
@@ -461,6 +463,7 @@ func (w *worker) loneFrame(bytes int) bool {
 // cost of that read. vhost-net peeks at its socket's queue in the
 // kernel for nothing; a read that finds nothing is a system call here.
 func (w *worker) unprobed() rxResult {
+	w.justUnprobed = true
 	w.p.counters[rxQueue].unprobed.Add(1)
 	if w.trace != nil {
 		w.trace.event("rx", "unprobed")
