@@ -36,6 +36,8 @@ var datapathCases = []struct {
 	{"RxWaitsForBuffers", testRxWaitsForBuffers},
 	{"RxPollModeKeepsKicksOff", testRxPollModeKeepsKicksOff},
 	{"RxLoneFramePopsFewChains", testRxLoneFramePopsFewChains},
+	{"RxLoneTurnReadsOnce", testRxLoneTurnReadsOnce},
+	{"RxFrameRightAfterUnprobedRun", testRxFrameRightAfterUnprobedRunEndsLoneFrames},
 	{"RxPacketBudgetRequeues", testRxPacketBudgetRequeues},
 	{"RxBatchPublishesOnce", testRxBatchPublishesOnceAndSignalsOnce},
 	{"RxBatchOneIsPerFrame", testRxBatchOneIsPerFrame},

@@ -23,6 +23,15 @@ type rxState struct {
 	tapWatched bool // the backend is in the epoll set
 	backendEOF bool // the backend's peer closed: never watch it again
 
+	// A lone frame's run reads no more (unprobed): the last rx run
+	// that moved frames moved one small frame and nothing after it
+	// (loneRx), and tx has moved frames since (answered), as in a
+	// request/response turn or a ping. probeless is that decision for
+	// the run under way, until its first read; justUnprobed says the
+	// last run ended so, until the run loop's next epoll_wait has said
+	// whether the backend was readable (then it was no lone frame).
+	loneRx, answered, probeless, justUnprobed bool
+
 	irqTimer  int       // rx interrupt moderation: fires when a held interrupt is due
 	lastRxIrq time.Time // when the guest last got an rx interrupt
 	rxIrqHeld bool      // an rx interrupt waits for irqTimer
@@ -34,6 +43,7 @@ const (
 	rxBatchFull    rxResult = iota // RxBatch frames read; go on
 	rxBudget                       // a weight is used up; requeue
 	rxBackendEmpty                 // nothing more to read; wait for the backend
+	rxUnprobed                     // a lone frame read, and no read after it; epoll says if more wait
 	rxNoBuffers                    // the guest has no room for a frame; wait for a kick
 	rxBroken                       // the guest broke the queue
 )
@@ -49,6 +59,13 @@ func (w *worker) handleRx() (requeue bool) {
 	wasPolling := w.rxPolling
 	w.rxPolling = false
 	pkts, bytes := 0, 0
+	w.probeless = w.loneRx && w.answered
+	defer func() {
+		w.probeless = false
+		if pkts > 0 {
+			w.answered = false
+		}
+	}()
 	for !w.stopping.Load() {
 		if w.rxThrottled() {
 			return false
@@ -56,15 +73,17 @@ func (w *worker) handleRx() (requeue bool) {
 		switch w.rxBatch(&pkts, &bytes) {
 		case rxBatchFull:
 		case rxBudget:
+			w.loneRx = false
 			w.rxBurst(true)
 			w.sawWork(rxQueue, pkts)
 			if w.trace != nil {
 				w.trace.event("rx", "budget", "pkts", pkts, "bytes", bytes)
 			}
 			return true
-		case rxBackendEmpty:
+		case rxBackendEmpty, rxUnprobed:
 			if pkts > 0 { // a look that found nothing tells nothing about the rate
 				w.rxBurst(pkts >= max(w.tuning.NotifyThreshold, 1) || bytes >= w.rxBurstBytes())
+				w.loneRx = pkts == 1 && w.loneFrame(bytes)
 			}
 			w.sawWork(rxQueue, pkts) // nothing for a wake that found nothing
 			if w.backendEOF {
@@ -74,6 +93,9 @@ func (w *worker) handleRx() (requeue bool) {
 			}
 			return false
 		case rxNoBuffers:
+			if pkts > 0 {
+				w.loneRx = false
+			}
 			if !wasPolling {
 				w.p.counters[rxQueue].noBuffers.Add(1)
 			}
@@ -118,6 +140,7 @@ func (w *worker) rxBatch(pkts, bytes *int) rxResult {
 		w.breakQueue(rxQueue, err)
 		return rxBroken
 	case w.held > 0:
+		w.probeless = false // a frame waited: no lone frame's run
 		frames, res = w.deliverHeld(pkts, bytes)
 		if res == rxBatchFull {
 			var more int
@@ -192,6 +215,13 @@ func (w *worker) popWhole(limit int) (int, error) {
 func (w *worker) readWhole(from int, pkts, bytes *int) (frames int, res rxResult) {
 	p, c := &w.rx, &w.p.counters[rxQueue]
 	chains := p.chains[from:]
+	// recvmmsg reads what waits and finds the end in the same call:
+	// nothing to save there.
+	lone := w.probeless && len(chains) > 0 && w.io.name() != IOSendmmsg
+	if lone {
+		chains = chains[:1] // the rest are given back (rxBatch)
+	}
+	w.probeless = false
 	w.slots = w.slots[:0]
 	for i := range chains {
 		w.slots = append(w.slots, p.slot(from+i))
@@ -224,6 +254,8 @@ func (w *worker) readWhole(from int, pkts, bytes *int) (frames int, res rxResult
 		return frames, rxBudget
 	case n < len(chains):
 		return frames, rxBackendEmpty // epoll says when more arrive
+	case lone && frames == 1 && w.loneFrame(*bytes):
+		return frames, w.unprobed()
 	}
 	return frames, rxBatchFull
 }
@@ -233,7 +265,12 @@ func (w *worker) readWhole(from int, pkts, bytes *int) (frames int, res rxResult
 // else through the bounce buffer.
 func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult) {
 	c := &w.p.counters[rxQueue]
+	lone := w.probeless
+	w.probeless = false
 	for reads := 0; reads < limit; reads++ {
+		if lone && reads == 1 && frames == 1 && w.loneFrame(*bytes) {
+			return frames, w.unprobed()
+		}
 		need := w.maxFrame
 		if w.mergeable {
 			need = max(w.guess, 1)
@@ -276,6 +313,7 @@ func (w *worker) readEach(limit int, pkts, bytes *int) (frames int, res rxResult
 			// Longer than any frame the guest may get: never held for
 			// buffers, never delivered, whatever it posted.
 		case spill && got > capacity:
+			c.spills.Add(1)
 			if res := w.deliverSpilled(got, capacity, bytes, &frames); res != rxBatchFull {
 				return frames, res
 			}
@@ -408,6 +446,29 @@ func (w *worker) deliver(got int, bytes, frames *int) {
 	*bytes += got - w.hdrLen
 	c.frames.Add(1)
 	c.bytes.Add(uint64(got - w.hdrLen))
+}
+
+// loneFrame reports whether a run that moved one frame of bytes bytes
+// (vnet header not counted) moved a lone frame: one of at most the MTU,
+// the kind that comes alone (a request, an ACK, a ping), not a GSO frame
+// of a stream, whose read costs far more than a read that finds nothing.
+func (w *worker) loneFrame(bytes int) bool {
+	return bytes > 0 && bytes <= ethHeaderLen+vlanTagLen+w.d.cfg.MTU
+}
+
+// unprobed ends a lone frame's run without the read after it that would
+// find the backend empty: the worker is about to wait in epoll_wait,
+// where the backend stays watched (level-triggered) while the guest has
+// buffers, so a frame that is there already wakes it at once, for the
+// cost of that read. vhost-net peeks at its socket's queue in the
+// kernel for nothing; a read that finds nothing is a system call here.
+func (w *worker) unprobed() rxResult {
+	w.justUnprobed = true
+	w.p.counters[rxQueue].unprobed.Add(1)
+	if w.trace != nil {
+		w.trace.event("rx", "unprobed")
+	}
+	return rxUnprobed
 }
 
 // rxStopped turns what ended a recv early into the handler's next step.

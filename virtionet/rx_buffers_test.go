@@ -354,6 +354,9 @@ func testRxMergeableChainsFollowFrameSize(t *testing.T, io IOMode) {
 	}
 	check("a frame after small ones", r.txFrame(20, 30000), 20)
 	check("the next small frame", r.txFrame(21, 100), 1)
+	if s := r.stats(rxQueue).Spills; s != 1 {
+		t.Errorf("%d frames counted spilled, want 1 (the 30000-byte one)", s)
+	}
 	if d := r.stats(rxQueue).Drops; len(d) > 0 {
 		t.Errorf("drops %v", d)
 	}

@@ -43,6 +43,8 @@ type queueCounters struct {
 	frames, bytes, kicks, interrupts atomic.Uint64
 	budgetPktHits, budgetByteHits    atomic.Uint64
 	noBuffers                        atomic.Uint64
+	unprobed                         atomic.Uint64 // rx: lone frames' runs ended without a read that finds nothing
+	spills                           atomic.Uint64 // rx: frames longer than the chains lined up for them (MRG_RXBUF)
 	rxYields                         atomic.Uint64 // tx runs ended early: rx frames were waiting
 	syscalls                         atomic.Uint64 // readv, writev, recvmmsg, sendmmsg, io_uring_enter
 	throttles                        atomic.Uint64 // the rate limiter parked the queue
@@ -76,6 +78,13 @@ type QueueStats struct {
 	// NoBuffers counts rx runs that stopped because the guest had no
 	// buffers left (the tap is then not read until it adds some).
 	NoBuffers uint64 `json:"no_buffers,omitempty"`
+	// Unprobed counts rx runs that read a lone frame and ended without
+	// the read after it that finds the backend empty (rx.go, unprobed).
+	Unprobed uint64 `json:"unprobed,omitempty"`
+	// Spills counts frames longer than the rx chains lined up for them
+	// (MRG_RXBUF: about the size of the frames before), whose tail was
+	// read into the bounce buffer and copied into more chains after.
+	Spills uint64 `json:"spills,omitempty"`
 	// RxYields counts tx runs that ended before their budget because
 	// frames for the guest were waiting (rxWaiting).
 	RxYields uint64 `json:"rx_yields,omitempty"`
@@ -132,7 +141,7 @@ func (c *queueCounters) snapshot(name string) QueueStats {
 		Queue: name, Frames: c.frames.Load(), Bytes: c.bytes.Load(),
 		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(),
 		BudgetPktHits: c.budgetPktHits.Load(), BudgetByteHits: c.budgetByteHits.Load(),
-		NoBuffers: c.noBuffers.Load(), RxYields: c.rxYields.Load(), Syscalls: c.syscalls.Load(),
+		NoBuffers: c.noBuffers.Load(), Unprobed: c.unprobed.Load(), Spills: c.spills.Load(), RxYields: c.rxYields.Load(), Syscalls: c.syscalls.Load(),
 		Throttled: c.throttles.Load(), BackendFull: c.backendFull.Load(), Captured: c.captured.Load(), CaptureDrops: c.captureDrops.Load(),
 	}
 	for r := range c.drops {
@@ -163,6 +172,12 @@ func (s Stats) String() string {
 			q.Queue, q.Frames, q.Bytes, q.Kicks, q.Interrupts, q.BudgetPktHits, q.BudgetByteHits)
 		if q.NoBuffers > 0 {
 			fmt.Fprintf(&b, ", out of guest buffers %d times", q.NoBuffers)
+		}
+		if q.Unprobed > 0 {
+			fmt.Fprintf(&b, ", %d lone frames without a read after", q.Unprobed)
+		}
+		if q.Spills > 0 {
+			fmt.Fprintf(&b, ", %d frames spilled past their chains", q.Spills)
 		}
 		if q.RxYields > 0 {
 			fmt.Fprintf(&b, ", gave rx its turn early %d times", q.RxYields)

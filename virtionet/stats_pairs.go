@@ -48,6 +48,8 @@ func snapshotSum(name string, cs []*queueCounters) QueueStats {
 		sum.BudgetPktHits += s.BudgetPktHits
 		sum.BudgetByteHits += s.BudgetByteHits
 		sum.NoBuffers += s.NoBuffers
+		sum.Unprobed += s.Unprobed
+		sum.Spills += s.Spills
 		sum.RxYields += s.RxYields
 		sum.Syscalls += s.Syscalls
 		sum.Throttled += s.Throttled

@@ -335,6 +335,7 @@ func (w *worker) flushTx() (sent, held int) {
 	if frames > 0 {
 		c.frames.Add(uint64(frames))
 		c.bytes.Add(uint64(sent))
+		w.answered = true // a lone rx frame's answer, maybe (rx.go, loneRx)
 	}
 	g.reset()
 	return sent, held

@@ -257,6 +257,12 @@ func (w *worker) run() {
 					w.enqueue(txQueue)
 				}
 				if ev.Events&^unix.EPOLLOUT != 0 {
+					if w.justUnprobed {
+						// A frame after a lone one's run, before
+						// anything else woke the worker: frames come
+						// together, each run reads to the end.
+						w.loneRx = false
+					}
 					w.enqueue(rxQueue)
 				}
 			case w.timerfd:
@@ -273,6 +279,7 @@ func (w *worker) run() {
 				}
 			}
 		}
+		w.justUnprobed = false
 		if w.npending == 0 {
 			continue
 		}
