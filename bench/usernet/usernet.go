@@ -332,6 +332,9 @@ func run(o Options, stdout, stderr io.Writer) error {
 				watch = &schedWatch{signalChild: profile != ""}
 			}
 			console, err := boot(ns, o, sys, script, profile, watch)
+			if watch != nil {
+				watch.close()
+			}
 			res := Result{System: sys, Run: r + 1, Cells: map[string]float64{}}
 			collect(h, bytes, o, &res)
 			if err != nil || len(res.Cells) < len(cells) {
