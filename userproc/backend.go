@@ -50,27 +50,6 @@ const ChildTimerSlack = 5 * time.Millisecond
 // before): the benchmark's way to compare them.
 const TimerSlackEnv = "TINYVMM_USERNET_TIMER_SLACK_US"
 
-// SchedEnv, in the VMM's environment, set to "normal" starts the child
-// under the normal scheduling policy instead of SCHED_BATCH (childBatch):
-// the benchmark's way to compare them.
-const SchedEnv = "TINYVMM_USERNET_SCHED"
-
-// childBatch says whether the child runs under SCHED_BATCH, whose threads
-// do not preempt the thread that runs when they are woken (a frame from
-// the device, the host's data, a sysmon timer); they run when it blocks
-// or its time slice ends. Every hop of a connection is a wakeup of the
-// next process in the chain (the device's worker, the child, the host's
-// server, the vCPU), and on a host with one CPU each such wakeup
-// preempted the child mid-turn, or the child preempted its waker: in the
-// nested L1 the child took ~15 involuntary switches per connection of the
-// round-trip cell, and its sysmon preempted whoever ran at each of its
-// ticks. Under SCHED_BATCH the waker finishes its turn first (the worker
-// goes back to sleep, the server writes its whole answer), and the child
-// then takes what came in one turn. Where the CPU is idle it runs at
-// once, as before; the cost is a wait of up to one time slice behind a
-// thread that runs on (a vCPU busy in the guest).
-func childBatch() bool { return os.Getenv(SchedEnv) != "normal" }
-
 // childTimerSlack is the child's timer slack in ns.
 func childTimerSlack() int64 {
 	if v, err := strconv.ParseInt(os.Getenv(TimerSlackEnv), 10, 64); err == nil && v > 0 {
@@ -163,31 +142,15 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		// goroutine holds that thread until the child has exited.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		// The child's threads take their timer slack and scheduling
-		// policy from this one (fork and exec keep both, and each
-		// thread the child makes takes its maker's): set them for the
-		// start only.
+		// The child's threads take their timer slack from this one
+		// (fork and exec keep it): set it for the start only.
 		old, slackErr := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
 		if slackErr == nil {
 			unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(childTimerSlack()), 0, 0, 0)
 		}
-		var oldSched *unix.SchedAttr
-		if childBatch() {
-			if a, err := unix.SchedGetAttr(0, 0); err == nil && a.Policy == unix.SCHED_NORMAL {
-				batch := *a
-				batch.Size, batch.Policy = unix.SizeofSchedAttr, unix.SCHED_BATCH
-				if unix.SchedSetAttr(0, &batch, 0) == nil {
-					oldSched = a
-				}
-			}
-		}
 		err := cmd.Start()
 		if slackErr == nil {
 			unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
-		}
-		if oldSched != nil {
-			oldSched.Size = unix.SizeofSchedAttr
-			unix.SchedSetAttr(0, oldSched, 0)
 		}
 		if err != nil {
 			started <- err

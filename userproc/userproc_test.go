@@ -10,14 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
@@ -369,56 +366,5 @@ func TestChildTimerSlack(t *testing.T) {
 	}
 	if after := own(); after != before {
 		t.Errorf("the test's thread's timer slack went from %s to %s", before, after)
-	}
-}
-
-// Every thread of the child runs under SCHED_BATCH (the normal policy
-// with SchedEnv=normal), and the VMM's threads keep their own.
-func TestChildSchedBatch(t *testing.T) {
-	withChild(t)
-	policies := func(pid int) map[int]uint32 {
-		out := map[int]uint32{}
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		for _, task := range tasks {
-			tid, err := strconv.Atoi(task.Name())
-			if err != nil {
-				continue
-			}
-			if a, err := unix.SchedGetAttr(tid, 0); err == nil {
-				out[tid] = a.Policy
-			}
-		}
-		return out
-	}
-	for tid, p := range policies(os.Getpid()) {
-		if p != unix.SCHED_NORMAL {
-			t.Skipf("thread %d of the test runs under policy %d, not the normal one", tid, p)
-		}
-	}
-	for _, c := range []struct {
-		env  string
-		want uint32
-	}{{"", unix.SCHED_BATCH}, {"normal", unix.SCHED_NORMAL}} {
-		t.Setenv(SchedEnv, c.env)
-		b, err := Start(Config{MAC: testMAC}, t.Logf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := policies(b.cmd.Process.Pid)
-		if len(got) < 2 {
-			b.Close()
-			t.Fatalf("child's threads: %v", got)
-		}
-		for tid, p := range got {
-			if p != c.want {
-				t.Errorf("%s=%q: thread %d of the child runs under policy %d, want %d", SchedEnv, c.env, tid, p, c.want)
-			}
-		}
-		b.Close()
-	}
-	for tid, p := range policies(os.Getpid()) {
-		if p != unix.SCHED_NORMAL {
-			t.Errorf("thread %d of the test now runs under policy %d", tid, p)
-		}
 	}
 }
