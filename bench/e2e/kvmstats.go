@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -199,3 +200,25 @@ func exitDetail(d kvmCounts, frames, kicks float64) map[string]float64 {
 	m["kicks_per_frame"] = kicks / frames
 	return m
 }
+
+// VMStats is KVM's counters of one VMM's VM, for other benchmarks (bench
+// usernet reads them per cell).
+type VMStats struct{ s *vmStats }
+
+// OpenVMStats finds pid's VM in debugfs (see openVMStats).
+func OpenVMStats(pid int) (*VMStats, error) {
+	s, err := openVMStats(debugfsKVM, "/proc", pid)
+	if err != nil {
+		return nil, err
+	}
+	return &VMStats{s}, nil
+}
+
+// Read returns the VM's counters (kvmCounters, those the kernel has).
+func (v *VMStats) Read() (map[string]uint64, error) { return v.s.Read() }
+
+// Close lets the VM go.
+func (v *VMStats) Close() { v.s.Close() }
+
+// KVMCounters are the names Read returns, in the order to show them.
+func KVMCounters() []string { return slices.Clone(kvmCounters) }

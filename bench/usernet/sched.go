@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"tinyvmm/bench/e2e"
 	"tinyvmm/internal/schedstat"
 	"tinyvmm/userproc"
 )
@@ -173,12 +174,19 @@ type schedWatch struct {
 	// signalChild sends tinyvmm-usernet SIGUSR1 at each marker: with
 	// userproc.ProfileEnv it then starts a profile file per cell.
 	signalChild bool
+
+	// KVM's counters of the system's VM (debugfs, where the host has
+	// it), opened at the first marker, when the VM exists.
+	vm    *e2e.VMStats
+	vmErr error
+	kvmAt map[string]uint64
 }
 
 // cellSched is one cell's threads.
 type cellSched struct {
 	cell   string
 	groups []groupDelta
+	kvm    map[string]uint64 // KVM's counters' deltas, if read at both ends
 }
 
 func (w *schedWatch) Write(p []byte) (int, error) {
@@ -209,10 +217,17 @@ func (w *schedWatch) marker(line string) {
 	if w.signalChild {
 		signalUsernet(w.pid)
 	}
-	if w.cell != "" {
-		w.results = append(w.results, cellSched{cell: w.cell, groups: diff(w.at, now)})
+	if w.vm == nil && w.vmErr == nil {
+		w.vm, w.vmErr = e2e.OpenVMStats(w.pid)
 	}
-	w.cell, w.at = "", now
+	var kc map[string]uint64
+	if w.vm != nil {
+		kc, _ = w.vm.Read()
+	}
+	if w.cell != "" {
+		w.results = append(w.results, cellSched{cell: w.cell, groups: diff(w.at, now), kvm: subCounts(kc, w.kvmAt)})
+	}
+	w.cell, w.at, w.kvmAt = "", now, kc
 	if isCell {
 		w.cell = next
 	}
@@ -222,6 +237,30 @@ func (w *schedWatch) start(pid int) {
 	w.mu.Lock()
 	w.pid = pid
 	w.mu.Unlock()
+}
+
+// close lets the VM's counters go.
+func (w *schedWatch) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.vm != nil {
+		w.vm.Close()
+		w.vm = nil
+	}
+}
+
+// subCounts is after-before per counter in both, nil if either is.
+func subCounts(after, before map[string]uint64) map[string]uint64 {
+	if after == nil || before == nil {
+		return nil
+	}
+	d := map[string]uint64{}
+	for k, a := range after {
+		if b, ok := before[k]; ok && a >= b {
+			d[k] = a - b
+		}
+	}
+	return d
 }
 
 func (w *schedWatch) String() string {
@@ -236,9 +275,21 @@ func (w *schedWatch) String() string {
 func (w *schedWatch) report(out io.Writer, sys string, run int, units map[string]float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.vmErr != nil {
+		fmt.Fprintf(out, "  sched %s run %d: no KVM counters: %v\n", sys, run, w.vmErr)
+	}
 	for _, c := range w.results {
 		u := units[c.cell]
 		fmt.Fprintf(out, "  sched %s run %d, cell %s (per %s):\n", sys, run, c.cell, unitName(c.cell))
+		if c.kvm != nil {
+			fmt.Fprintf(out, "    kvm per %s:", unitName(c.cell))
+			for _, k := range e2e.KVMCounters() {
+				if v, ok := c.kvm[k]; ok && u > 0 {
+					fmt.Fprintf(out, " %s %.1f", k, float64(v)/u)
+				}
+			}
+			fmt.Fprintln(out)
+		}
 		for _, g := range c.groups {
 			if g.vol+g.invol == 0 && g.runNs == 0 {
 				continue

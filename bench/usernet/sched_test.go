@@ -74,3 +74,13 @@ func TestSchedWatchSignalsUsernet(t *testing.T) {
 		t.Errorf("the child ended with %v, want SIGUSR1", err)
 	}
 }
+
+func TestSubCounts(t *testing.T) {
+	d := subCounts(map[string]uint64{"exits": 10, "io_exits": 3, "new": 1}, map[string]uint64{"exits": 4, "io_exits": 3})
+	if len(d) != 2 || d["exits"] != 6 || d["io_exits"] != 0 {
+		t.Errorf("subCounts = %v, want exits 6, io_exits 0", d)
+	}
+	if subCounts(nil, map[string]uint64{"exits": 1}) != nil || subCounts(map[string]uint64{"exits": 1}, nil) != nil {
+		t.Error("a missing end gave counts")
+	}
+}

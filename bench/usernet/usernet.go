@@ -82,6 +82,7 @@ type Options struct {
 	Net, RunArgs           string
 	QEMU, Kernel, Initrd   string
 	QEMUPreload, QEMUAccel string
+	QEMUPcap               string // capture QEMU's NIC's frames to this file (filter-dump)
 	Profile                string // tinyvmm-usernet's CPU profile, last tinyvmm boot
 	JSON                   string
 	ShowConsole            int           // lines of each boot's console to show
@@ -104,6 +105,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.RunArgs, "run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
 	fs.StringVar(&o.QEMU, "qemu", "qemu-system-x86_64", "QEMU's `binary`")
 	fs.StringVar(&o.QEMUAccel, "qemu-accel", "kvm", "QEMU's -accel (tcg where there is no /dev/kvm)")
+	fs.StringVar(&o.QEMUPcap, "qemu-pcap", "", "capture the frames of QEMU's NIC in each boot to `FILE` (its -object filter-dump; the last boot's stays), as tinyvmm's --net user,pcap=FILE does for its own")
 	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (in the nested L1: no-io-uring.so, as bench e2e)")
 	fs.StringVar(&o.Kernel, "kernel", "out/guest/bzImage", "the guest `kernel` (both systems)")
 	fs.StringVar(&o.Initrd, "initrd", "out/guest/initramfs.cpio", "the guest `initramfs` (both systems)")
@@ -332,6 +334,9 @@ func run(o Options, stdout, stderr io.Writer) error {
 				watch = &schedWatch{signalChild: profile != ""}
 			}
 			console, err := boot(ns, o, sys, script, profile, watch)
+			if watch != nil {
+				watch.close()
+			}
 			res := Result{System: sys, Run: r + 1, Cells: map[string]float64{}}
 			collect(h, bytes, o, &res)
 			if err != nil || len(res.Cells) < len(cells) {
@@ -543,6 +548,7 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 			// The guest's init reports its status on tinyvmm's exit port
 			// and then halts: this ends QEMU there.
 			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+		cmd.Args = append(cmd.Args, qemuPcapArgs(o.QEMUPcap)...)
 		if o.QEMUPreload != "" {
 			cmd.Env = append(os.Environ(), "LD_PRELOAD="+o.QEMUPreload)
 		}
@@ -579,6 +585,15 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 		err = nil // QEMU's exit status is the debug-exit's, or a poweroff's
 	}
 	return out, err
+}
+
+// qemuPcapArgs are QEMU's arguments that capture the frames of its NIC's
+// netdev (n0) to file, none without one.
+func qemuPcapArgs(file string) []string {
+	if file == "" {
+		return nil
+	}
+	return []string{"-object", "filter-dump,id=pcap0,netdev=n0,file=" + file}
 }
 
 func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,15 @@ func TestCellGapScript(t *testing.T) {
 	}
 	if strings.ReplaceAll(s, "sleep 2 && ", "") != plain {
 		t.Errorf("the gaps changed more than themselves: %q", s)
+	}
+}
+
+func TestQEMUPcapArgs(t *testing.T) {
+	if a := qemuPcapArgs(""); a != nil {
+		t.Errorf("no file: %q", a)
+	}
+	want := []string{"-object", "filter-dump,id=pcap0,netdev=n0,file=/tmp/q.pcap"}
+	if a := qemuPcapArgs("/tmp/q.pcap"); !slices.Equal(a, want) {
+		t.Errorf("qemuPcapArgs = %q, want %q", a, want)
 	}
 }
