@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"tinyvmm/bench/kvmstat"
 	"tinyvmm/internal/syncbuf"
 )
 
@@ -135,7 +136,7 @@ type GuestRun struct {
 	// KVM is what KVM counted for the VM from the end of the ready line
 	// to the start of the result line (the timed window, give or take a
 	// pipe wakeup); nil with KVMErr saying why when it could not be read.
-	KVM    kvmCounts
+	KVM    kvmstat.Counts
 	KVMErr string
 	// IOURings is how many io_urings the VMM held once its guest was
 	// running (-1: unknown).
@@ -168,8 +169,8 @@ type guestProc struct {
 	errb  syncbuf.Buffer
 	// stats and before are touched only by the goroutine that scans the
 	// output.
-	stats  *vmStats
-	before kvmCounts
+	stats  *kvmstat.VM
+	before kvmstat.Counts
 	// workers are the kernel's vhost workers serving the VMM (vhost.go),
 	// found at the ready line: they count as its threads.
 	workers   []int
@@ -263,10 +264,10 @@ func (g *guestProc) scan(r io.Reader) {
 // io_urings.
 func (g *guestProc) openStats() {
 	pid := g.cmd.Process.Pid
-	fds, err := scanFDs(fmt.Sprintf("/proc/%d/fd", pid))
-	var s *vmStats
+	fds, err := kvmstat.ScanFDs(fmt.Sprintf("/proc/%d/fd", pid))
+	var s *kvmstat.VM
 	if err == nil {
-		s, err = openVMStats(debugfsKVM, "/proc", pid)
+		s, err = kvmstat.Open(kvmstat.DebugFS, "/proc", pid)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -274,7 +275,7 @@ func (g *guestProc) openStats() {
 		g.run.KVMErr = err.Error()
 		return
 	}
-	g.stats, g.run.IOURings = s, fds.ioURings
+	g.stats, g.run.IOURings = s, fds.IOURings
 }
 
 // statsBefore snapshots the counters at the ready line (g.mu held).
@@ -300,7 +301,7 @@ func (g *guestProc) statsAfter() {
 	}
 	c, err := g.stats.Read()
 	if err == nil {
-		c, err = c.sub(g.before)
+		c, err = c.Sub(g.before)
 	}
 	var irqs, sw map[string]uint64
 	if now, serr := readThreadSwitches("/proc", g.cmd.Process.Pid, g.workers...); serr == nil && g.swBefore != nil {

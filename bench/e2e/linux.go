@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"tinyvmm/bench/kvmstat"
 	"tinyvmm/test/nested"
 	"tinyvmm/vmm"
 )
@@ -144,7 +145,7 @@ func (c GuestConfig) lxCommand(v VMM, g lxGuest) *exec.Cmd {
 
 // lxSnap is what a measurement's window is counted from.
 type lxSnap struct {
-	kvm      kvmCounts
+	kvm      kvmstat.Counts
 	sw       threadSwitches
 	tapRx    uint64 // packets the tap received (from the guest)
 	tapTx    uint64 // and sent (to the guest)
@@ -523,7 +524,7 @@ func lxPerFrame(before, after lxSnap, pid int) map[string]float64 {
 	if frames <= 0 {
 		return d
 	}
-	if k, err := after.kvm.sub(before.kvm); err == nil {
+	if k, err := after.kvm.Sub(before.kvm); err == nil {
 		d["exits_per_frame"] = float64(k["exits"]-min(k["exits"], k["io_exits"])) / frames
 		d["irqs_per_frame"] = float64(k["irq_injections"]) / frames
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/u-root/u-root/pkg/cpio"
 
+	"tinyvmm/bench/kvmstat"
 	"tinyvmm/kvm"
 )
 
@@ -116,11 +117,11 @@ func TestRRStats(t *testing.T) {
 }
 
 func TestLXPerFrame(t *testing.T) {
-	b := lxSnap{kvm: kvmCounts{"exits": 100, "io_exits": 10, "irq_injections": 5}, tapRx: 10, tapTx: 20, kicks: 7,
+	b := lxSnap{kvm: kvmstat.Counts{"exits": 100, "io_exits": 10, "irq_injections": 5}, tapRx: 10, tapTx: 20, kicks: 7,
 		sw: threadSwitches{"9": {user: 10, ran: 100e6}, "20": {sys: 5, ran: 50e6, worker: true}}}
 	// 30 ms on a CPU in all: 18 ms the VMM's thread, 12 ms the worker (the
 	// ticks, 2 each, say 40 ms: per frame the exact time counts).
-	a := lxSnap{kvm: kvmCounts{"exits": 400, "io_exits": 10, "irq_injections": 55}, tapRx: 110, tapTx: 120, kicks: 27,
+	a := lxSnap{kvm: kvmstat.Counts{"exits": 400, "io_exits": 10, "irq_injections": 55}, tapRx: 110, tapTx: 120, kicks: 27,
 		sw: threadSwitches{"9": {user: 12, ran: 118e6}, "20": {sys: 7, ran: 62e6, worker: true}}}
 	d := lxPerFrame(b, a, 9)
 	want := map[string]float64{"frames": 200, "exits_per_frame": 1.5, "irqs_per_frame": 0.25, "kicks_per_frame": 0.1,

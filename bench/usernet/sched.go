@@ -11,7 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"tinyvmm/bench/e2e"
+	"tinyvmm/bench/kvmstat"
 	"tinyvmm/internal/schedstat"
 	"tinyvmm/userproc"
 )
@@ -177,16 +177,16 @@ type schedWatch struct {
 
 	// KVM's counters of the system's VM (debugfs, where the host has
 	// it), opened at the first marker, when the VM exists.
-	vm    *e2e.VMStats
+	vm    *kvmstat.VM
 	vmErr error
-	kvmAt map[string]uint64
+	kvmAt kvmstat.Counts
 }
 
 // cellSched is one cell's threads.
 type cellSched struct {
 	cell   string
 	groups []groupDelta
-	kvm    map[string]uint64 // KVM's counters' deltas, if read at both ends
+	kvm    kvmstat.Counts // KVM's counters' deltas, if read at both ends
 }
 
 func (w *schedWatch) Write(p []byte) (int, error) {
@@ -218,9 +218,9 @@ func (w *schedWatch) marker(line string) {
 		signalUsernet(w.pid)
 	}
 	if w.vm == nil && w.vmErr == nil {
-		w.vm, w.vmErr = e2e.OpenVMStats(w.pid)
+		w.vm, w.vmErr = kvmstat.Open(kvmstat.DebugFS, "/proc", w.pid)
 	}
-	var kc map[string]uint64
+	var kc kvmstat.Counts
 	if w.vm != nil {
 		kc, _ = w.vm.Read()
 	}
@@ -250,11 +250,11 @@ func (w *schedWatch) close() {
 }
 
 // subCounts is after-before per counter in both, nil if either is.
-func subCounts(after, before map[string]uint64) map[string]uint64 {
+func subCounts(after, before kvmstat.Counts) kvmstat.Counts {
 	if after == nil || before == nil {
 		return nil
 	}
-	d := map[string]uint64{}
+	d := kvmstat.Counts{}
 	for k, a := range after {
 		if b, ok := before[k]; ok && a >= b {
 			d[k] = a - b
@@ -283,7 +283,7 @@ func (w *schedWatch) report(out io.Writer, sys string, run int, units map[string
 		fmt.Fprintf(out, "  sched %s run %d, cell %s (per %s):\n", sys, run, c.cell, unitName(c.cell))
 		if c.kvm != nil {
 			fmt.Fprintf(out, "    kvm per %s:", unitName(c.cell))
-			for _, k := range e2e.KVMCounters() {
+			for _, k := range kvmstat.Names {
 				if v, ok := c.kvm[k]; ok && u > 0 {
 					fmt.Fprintf(out, " %s %.1f", k, float64(v)/u)
 				}
