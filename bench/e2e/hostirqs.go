@@ -202,7 +202,10 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // delay before the device's worker, or vhost-net's, runs, on the CPU it
 // shares with the sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
 // vmm_runq_wait_us:NAME; vhost-PID as vhost): which thread, the device's
-// or a vCPU or the runtime's, used the CPU and waited for it.
+// or a vCPU or the runtime's, used the CPU and waited for it; so are the
+// switches (vmm_wakeups:NAME, vmm_preemptions:NAME): under TCG each switch
+// between two processes empties QEMU's software TLB, so a thread's
+// switches per frame are part of its CPU per frame.
 func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 {
 	d := map[string]uint64{"vmm_wakeups": 0, "vmm_preemptions": 0, "vmm_threads_woken": 0, "vmm_wakeups_max": 0, "vmm_wakeups_tid2": 0,
 		"vmm_host_cpu_ms": 0, "vmm_guest_cpu_ms": 0, "vmm_user_cpu_ms": 0, "vmm_sys_cpu_ms": 0,
@@ -215,6 +218,8 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		woke := now.slept - b.slept
 		d["vmm_wakeups"] += woke
 		d["vmm_preemptions"] += now.preempted - b.preempted
+		d["vmm_wakeups:"+now.name] += woke
+		d["vmm_preemptions:"+now.name] += now.preempted - b.preempted
 		if wait := (now.waited - b.waited) / 1000; !now.idle {
 			d["vmm_runq_wait_us"] += wait
 			d["vmm_runq_wait_us:"+now.name] += wait

@@ -127,6 +127,7 @@ func TestThreadSwitchesSince(t *testing.T) {
 	want := map[string]uint64{"vmm_wakeups": 77, "vmm_preemptions": 3, "vmm_threads_woken": 3, "vmm_wakeups_max": 40, "vmm_wakeups_tid2": 40,
 		"vmm_guest_cpu_ms": 1900, "vmm_host_cpu_ms": 500, "vmm_user_cpu_ms": 160, "vmm_sys_cpu_ms": 340,
 		"vmm_busiest_user_cpu_ms": 50, "vmm_busiest_sys_cpu_ms": 150, "vmm_worker_cpu_ms": 120, "vmm_runq_wait_us": 77000,
+		"vmm_wakeups:tinyvmm": 47, "vmm_preemptions:tinyvmm": 3, "vmm_wakeups:vhost": 30, "vmm_preemptions:vhost": 0,
 		"vmm_host_cpu_ms:tinyvmm": 380, "vmm_runq_wait_us:tinyvmm": 47000, "vmm_host_cpu_ms:vhost": 120, "vmm_runq_wait_us:vhost": 30000,
 		// exact: the ticks' 500 ms and 1 ms per voluntary switch (77)
 		"vmm_host_cpu_us": 577000, "vmm_host_cpu_us:tinyvmm": 427000, "vmm_host_cpu_us:vhost": 150000}

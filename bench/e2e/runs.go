@@ -218,7 +218,8 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 }
 
 // addCPUPerFrame puts the VMM's host CPU and run-queue wait per frame
-// into d, in all and by thread name, from since's counts.
+// into d, in all and by thread name, and each thread name's wakeups and
+// preemptions per frame, from since's counts.
 func addCPUPerFrame(d map[string]float64, sw map[string]uint64, frames float64) {
 	d["host_cpu_us_per_frame"] = float64(sw["vmm_host_cpu_us"]) / frames
 	d["runq_wait_us_per_frame"] = float64(sw["vmm_runq_wait_us"]) / frames
@@ -227,6 +228,10 @@ func addCPUPerFrame(d map[string]float64, sw map[string]uint64, frames float64) 
 			d["runq_wait_us_per_frame:"+name] = float64(v) / frames
 		} else if name, ok := strings.CutPrefix(k, "vmm_host_cpu_us:"); ok {
 			d["host_cpu_us_per_frame:"+name] = float64(v) / frames
+		} else if name, ok := strings.CutPrefix(k, "vmm_wakeups:"); ok {
+			d["wakeups_per_frame:"+name] = float64(v) / frames
+		} else if name, ok := strings.CutPrefix(k, "vmm_preemptions:"); ok {
+			d["preemptions_per_frame:"+name] = float64(v) / frames
 		}
 	}
 }
