@@ -29,14 +29,7 @@ func TestLoneFramesReadNoClock(t *testing.T) {
 				reads.Store(0)
 				for range 3 {
 					seq++
-					r.peerWrite(r.txFrame(seq, 64))
-					r.waitUsed(r.rx, 1, nil)
-					if _, err := r.tx.AddChain([][]byte{r.txFrame(seq, 64)}, nil); err != nil {
-						t.Fatal(err)
-					}
-					r.tx.Kick()
-					r.peerRead()
-					r.waitUsed(r.tx, 1, nil)
+					r.roundTrip(seq)
 				}
 				if n := reads.Load(); n != 0 {
 					t.Errorf("%s: the worker read the clock %d times for 3 pings, want 0", what, n)
@@ -48,15 +41,9 @@ func TestLoneFramesReadNoClock(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // the worker is done with the last ping
 			reads.Store(0)
 			const burst = 32
-			for i := range burst {
-				if _, err := r.tx.AddChain([][]byte{r.txFrame(1000+i, 64)}, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r.txBurst(burst, 64)
 			r.tx.Kick()
-			for range burst {
-				r.peerRead()
-			}
+			r.drainPeer(burst)
 			r.waitUsed(r.tx, burst, nil)
 			// The worker starts the poll just after it publishes.
 			waitFor(t, "a burst's busy poll to read the clock", func() bool { return reads.Load() > 0 })

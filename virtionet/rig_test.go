@@ -215,6 +215,21 @@ func (r *rig) peerWrite(frame []byte) {
 	}
 }
 
+// roundTrip is a ping's turn, or a request's and its answer: the peer
+// sends a 64-byte frame, the guest takes it and sends one back, and the
+// peer reads that.
+func (r *rig) roundTrip(seq int) {
+	r.t.Helper()
+	r.peerWrite(r.txFrame(seq, 64))
+	r.waitUsed(r.rx, 1, nil)
+	if _, err := r.tx.AddChain([][]byte{r.txFrame(seq, 64)}, nil); err != nil {
+		r.t.Fatal(err)
+	}
+	r.tx.Kick()
+	r.peerRead()
+	r.waitUsed(r.tx, 1, nil)
+}
+
 func (r *rig) stats(q int) QueueStats { return r.dev.Stats().Queues[q] }
 
 func numBuffers(frame []byte) int { return int(binary.LittleEndian.Uint16(frame[10:])) }

@@ -31,14 +31,7 @@ func testRxLoneTurnReadsOnce(t *testing.T, io IOMode) {
 			const turns = 6
 			var first QueueStats
 			for seq := range turns {
-				r.peerWrite(r.txFrame(seq, 64))
-				r.waitUsed(r.rx, 1, nil)
-				if _, err := r.tx.AddChain([][]byte{r.txFrame(seq, 64)}, nil); err != nil {
-					t.Fatal(err)
-				}
-				r.tx.Kick()
-				r.peerRead()
-				r.waitUsed(r.tx, 1, nil)
+				r.roundTrip(seq)
 				if seq == 0 {
 					// It has no answered lone frame before it (and the
 					// worker's first run may have found nothing).
@@ -117,29 +110,12 @@ func testRxFrameRightAfterUnprobedRunEndsLoneFrames(t *testing.T, io IOMode) {
 	r.activate()
 	// A tx burst starts the busy poll.
 	const burst = 16
-	for i := range burst {
-		if _, err := r.tx.AddChain([][]byte{r.txFrame(1000+i, 64)}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.txBurst(burst, 64)
 	r.tx.Kick()
-	for range burst {
-		r.peerRead()
-	}
+	r.drainPeer(burst)
 	r.waitUsed(r.tx, burst, nil)
-	turn := func(seq int) {
-		t.Helper()
-		r.peerWrite(r.txFrame(seq, 64))
-		r.waitUsed(r.rx, 1, nil)
-		if _, err := r.tx.AddChain([][]byte{r.txFrame(seq, 64)}, nil); err != nil {
-			t.Fatal(err)
-		}
-		r.tx.Kick()
-		r.peerRead()
-		r.waitUsed(r.tx, 1, nil)
-	}
-	turn(0)
-	turn(1)
+	r.roundTrip(0)
+	r.roundTrip(1)
 	before := r.stats(rxQueue)
 	if before.Unprobed == 0 {
 		t.Fatalf("no lone frame's run unprobed in the poll\n%s", tail(r.trace.String()))
