@@ -8,9 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// testKicksAreNotRead: every kick wakes the worker (each frame below goes
-// out only after its own kick), yet the worker never spends a read on the
-// kick's eventfd: the count is all still there, as under vhost-net.
+// testKicksAreNotRead: kicks wake the worker, yet it never spends a read
+// on the kick's eventfd: the count of the kicks the driver sent is all
+// still there, as under vhost-net. (Not every frame below is kicked: on
+// a loaded host the driver may add one while the worker has not yet
+// turned kicks back on after the frame before, and it takes that one on
+// its last look.)
 func testKicksAreNotRead(t *testing.T, io IOMode) {
 	r := newRig(t, rigOptions{io: io})
 	r.activate()
@@ -21,15 +24,15 @@ func testKicksAreNotRead(t *testing.T, io IOMode) {
 			t.Fatal(err)
 		}
 		r.tx.Kick()
-		r.peerRead() // the worker woke for this kick
+		r.peerRead()
 		r.waitUsed(r.tx, 1, nil)
 	}
 	var buf [8]byte
 	if _, err := unix.Read(r.tx.KickFD, buf[:]); err != nil {
 		t.Fatalf("the kick eventfd was read by the worker (read: %v)", err)
 	}
-	if got := binary.NativeEndian.Uint64(buf[:]); got != n {
-		t.Errorf("kick count %d, want %d", got, n)
+	if got := binary.NativeEndian.Uint64(buf[:]); got != uint64(r.tx.Kicks) || got == 0 {
+		t.Errorf("kick count %d, want the %d kicks the driver sent", got, r.tx.Kicks)
 	}
 }
 
