@@ -83,5 +83,9 @@ func maxRxFrame(acked uint64, mtu int) int {
 	if acked&(FeatGuestTSO4|FeatGuestTSO6) != 0 {
 		return hdr + maxGSOFrame
 	}
-	return hdr + ethHeaderLen + vlanTagLen + mtu
+	return hdr + mtuFrame(mtu)
 }
+
+// mtuFrame is the largest frame without GSO (vnet header not counted):
+// the MTU's payload behind an Ethernet header and a VLAN tag.
+func mtuFrame(mtu int) int { return ethHeaderLen + vlanTagLen + mtu }

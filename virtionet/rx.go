@@ -453,7 +453,7 @@ func (w *worker) deliver(got int, bytes, frames *int) {
 // the kind that comes alone (a request, an ACK, a ping), not a GSO frame
 // of a stream, whose read costs far more than a read that finds nothing.
 func (w *worker) loneFrame(bytes int) bool {
-	return bytes > 0 && bytes <= ethHeaderLen+vlanTagLen+w.d.cfg.MTU
+	return bytes > 0 && bytes <= mtuFrame(w.d.cfg.MTU)
 }
 
 // unprobed ends a lone frame's run without the read after it that would
