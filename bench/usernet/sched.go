@@ -249,16 +249,15 @@ func (w *schedWatch) close() {
 	}
 }
 
-// subCounts is after-before per counter in both, nil if either is.
+// subCounts is after - before (kvmstat's Sub), nil where either end or
+// the difference is missing.
 func subCounts(after, before kvmstat.Counts) kvmstat.Counts {
 	if after == nil || before == nil {
 		return nil
 	}
-	d := kvmstat.Counts{}
-	for k, a := range after {
-		if b, ok := before[k]; ok && a >= b {
-			d[k] = a - b
-		}
+	d, err := after.Sub(before)
+	if err != nil {
+		return nil
 	}
 	return d
 }
