@@ -196,7 +196,9 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // where a thread's work keeps time with the tick (a ping every 10 ms
 // against HZ=100). vmm_host_cpu_us (and :NAME) is the same host time from
 // schedstat's exact time on a CPU, less the sampled guest time (only a
-// vCPU has any): the per-frame figures use it. A thread born meanwhile
+// vCPU has any): the per-frame figures use it. vmm_ran_us:NAME is that
+// exact time whole and vmm_guest_cpu_us:NAME the sampled guest part
+// subtracted from it, so a vCPU's split can be judged against its ticks. A thread born meanwhile
 // counts whole. vmm_runq_wait_us is the time the threads were runnable
 // but waited for a CPU (schedstat; not those in SCHED_IDLE): a wakeup's
 // delay before the device's worker, or vhost-net's, runs, on the CPU it
@@ -240,10 +242,14 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		d["vmm_host_cpu_ms:"+now.name] += (user + sys) * 1000 / userHZ
 		// Outside the guest, from the exact time on a CPU: only a vCPU's
 		// guest part is a sample of ticks.
-		host := (now.ran - b.ran) / 1000
-		host -= min(host, guest*1000000/userHZ)
+		ran := (now.ran - b.ran) / 1000
+		host := ran - min(ran, guest*1000000/userHZ)
 		d["vmm_host_cpu_us"] += host
 		d["vmm_host_cpu_us:"+now.name] += host
+		// The exact whole and the sampled guest part it is split by: a
+		// vCPU's host time is only as good as its ticks' sample.
+		d["vmm_ran_us:"+now.name] += ran
+		d["vmm_guest_cpu_us:"+now.name] += guest * 1000000 / userHZ
 		d["vmm_user_cpu_ms"] += user * 1000 / userHZ
 		d["vmm_sys_cpu_ms"] += sys * 1000 / userHZ
 		if now.worker {

@@ -130,7 +130,9 @@ func TestThreadSwitchesSince(t *testing.T) {
 		"vmm_wakeups:tinyvmm": 47, "vmm_preemptions:tinyvmm": 3, "vmm_wakeups:vhost": 30, "vmm_preemptions:vhost": 0,
 		"vmm_host_cpu_ms:tinyvmm": 380, "vmm_runq_wait_us:tinyvmm": 47000, "vmm_host_cpu_ms:vhost": 120, "vmm_runq_wait_us:vhost": 30000,
 		// exact: the ticks' 500 ms and 1 ms per voluntary switch (77)
-		"vmm_host_cpu_us": 577000, "vmm_host_cpu_us:tinyvmm": 427000, "vmm_host_cpu_us:vhost": 150000}
+		"vmm_host_cpu_us": 577000, "vmm_host_cpu_us:tinyvmm": 427000, "vmm_host_cpu_us:vhost": 150000,
+		// the exact whole (2,050 + 240 + 37 ms) and the guest's 190 ticks
+		"vmm_ran_us:tinyvmm": 2327000, "vmm_ran_us:vhost": 150000, "vmm_guest_cpu_us:tinyvmm": 1900000, "vmm_guest_cpu_us:vhost": 0}
 	if !maps.Equal(got, want) {
 		t.Errorf("since = %v, want %v", got, want)
 	}

@@ -145,12 +145,15 @@ func (c GuestConfig) lxCommand(v VMM, g lxGuest) *exec.Cmd {
 
 // lxSnap is what a measurement's window is counted from.
 type lxSnap struct {
-	kvm      kvmstat.Counts
+	kvm      kvmstat.Counts // Names and Detail
 	sw       threadSwitches
 	tapRx    uint64 // packets the tap received (from the guest)
 	tapTx    uint64 // and sent (to the guest)
 	kicks    uint64 // the guest driver's notifies, all queues
 	kicksErr error
+	guest    map[string]uint64 // the guest kernel's counters (guestCounters)
+	hostIRQs hostIRQs          // the host's interrupts, per CPU
+	vcpuCPU  int               // where the vCPU thread last ran (-1: unknown)
 }
 
 // lxSnapshot reads the counters of the Linux guest g running in ns.
@@ -163,21 +166,42 @@ func (g *guestProc) lxSnapshot(ns *Namespace) (lxSnap, error) {
 		return s, fmt.Errorf("no KVM counters: %s", kvmErr)
 	}
 	var err error
-	if s.kvm, err = stats.Read(); err != nil {
+	if s.kvm, err = stats.ReadDetail(); err != nil {
 		return s, err
 	}
 	if s.sw, err = readThreadSwitches("/proc", g.cmd.Process.Pid, g.workers...); err != nil {
 		return s, err
+	}
+	s.hostIRQs, _ = readHostIRQs("/proc/interrupts") // only details: nil skips them
+	if _, s.vcpuCPU, err = vcpuThread("/proc", g.cmd.Process.Pid); err != nil {
+		s.vcpuCPU = -1
 	}
 	if s.tapRx, s.tapTx, err = tapPackets(ns, TapName); err != nil {
 		return s, err
 	}
 	st, err := lxControlCmd(ns, "stats")
 	if err == nil {
+		s.guest = guestStats(st)
 		s.kicks, err = sumKicks(st)
 	}
 	s.kicksErr = err
 	return s, nil
+}
+
+// guestStats picks the guest kernel's counters (guestCounters' irq_*,
+// cpu_* and ctxt) from a stats line of NAME=VALUE words.
+func guestStats(line string) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, w := range strings.Fields(line) {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || !(strings.HasPrefix(k, "irq_") || strings.HasPrefix(k, "cpu_") || k == "ctxt") {
+			continue
+		}
+		if x, err := strconv.ParseUint(v, 10, 64); err == nil {
+			m[k] = x
+		}
+	}
+	return m
 }
 
 // sumKicks adds up virtio-net's per-queue notify counts (rx_queue_N_kicks,
@@ -450,7 +474,7 @@ func (r *runner) linux(sys System, vmmArgs []string) Sample {
 			g.kill()
 			return failed(err)
 		}
-		s := Sample{Detail: map[string]float64{}}
+		s := Sample{Detail: map[string]float64{}, Guest: lxSysinfo(ns)}
 		for i, m := range lxMeasures {
 			if err := r.lxMeasure(ns, g, m, s.Detail); err != nil {
 				g.kill()
@@ -474,6 +498,25 @@ func (r *runner) linux(sys System, vmmArgs []string) Sample {
 		s.Detail["vmm_workers"] = float64(run.Workers)
 		return s
 	})
+}
+
+// lxSysinfo asks the guest what it was given and chose (sysinfo) and adds
+// the L1 host's halt polling parameters (l1_NAME: KVM's module
+// parameters, the same for every VM unless its VMM sets its own); an
+// answer that cannot be had is its error, under "error".
+func lxSysinfo(ns *Namespace) map[string]string {
+	m := map[string]string{}
+	if line, err := lxControlCmd(ns, "sysinfo"); err != nil {
+		m["error"] = err.Error()
+	} else if err := json.Unmarshal([]byte(line), &m); err != nil {
+		m = map[string]string{"error": fmt.Sprintf("sysinfo: %v", err)}
+	}
+	for _, p := range []string{"halt_poll_ns", "halt_poll_ns_grow", "halt_poll_ns_grow_start", "halt_poll_ns_shrink"} {
+		if b, err := os.ReadFile("/sys/module/kvm/parameters/" + p); err == nil {
+			m["l1_"+p] = strings.TrimSpace(string(b))
+		}
+	}
+	return m
 }
 
 // lxUnit is each measurement's headline detail.
@@ -527,6 +570,30 @@ func lxPerFrame(before, after lxSnap, pid int) map[string]float64 {
 	if k, err := after.kvm.Sub(before.kvm); err == nil {
 		d["exits_per_frame"] = float64(k["exits"]-min(k["exits"], k["io_exits"])) / frames
 		d["irqs_per_frame"] = float64(k["irq_injections"]) / frames
+		// Every other counter per frame: which exits, the halt polls
+		// and their time (in us), the emulated instructions.
+		for name, v := range k {
+			switch {
+			case name == "exits" || name == "irq_injections":
+			case strings.HasSuffix(name, "_ns"):
+				d["kvm_"+strings.TrimSuffix(name, "_ns")+"_us_per_frame"] = float64(v) / 1e3 / frames
+			default:
+				d["kvm_"+name+"_per_frame"] = float64(v) / frames
+			}
+		}
+	}
+	for name, v := range after.guest {
+		if b, ok := before.guest[name]; ok && v >= b {
+			d["guest_"+name+"_per_frame"] = float64(v-b) / frames
+		}
+	}
+	if after.hostIRQs != nil && before.hostIRQs != nil && after.vcpuCPU >= 0 {
+		// The host's interrupts where the vCPU runs: each one that came
+		// while the guest ran is an exit (a TLB shootdown: a thread of
+		// the VMM changed the mappings of the process the vCPU is in).
+		for name, v := range after.hostIRQs.onCPU(before.hostIRQs, after.vcpuCPU) {
+			d["vcpu_cpu_irq_"+name+"_per_frame"] = float64(v) / frames
+		}
 	}
 	if before.kicksErr == nil && after.kicksErr == nil && after.kicks >= before.kicks {
 		d["kicks_per_frame"] = float64(after.kicks-before.kicks) / frames

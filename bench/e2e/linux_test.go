@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +132,90 @@ func TestLXPerFrame(t *testing.T) {
 		if d[k] != v {
 			t.Errorf("%s = %v, want %v (all %v)", k, d[k], v, d)
 		}
+	}
+}
+
+// The closer look: every KVM counter per frame (the ns ones in us), the
+// guest kernel's counters and the host's interrupts on the vCPU's CPU.
+func TestLXPerFrameDetail(t *testing.T) {
+	irqs := func(loc, tlb uint64) hostIRQs {
+		return hostIRQs{"LOC": {1000, loc}, "TLB": {50, tlb}}
+	}
+	b := lxSnap{kvm: kvmstat.Counts{"exits": 100, "io_exits": 10, "mmio_exits": 1, "halt_poll_fail_ns": 1e6, "insn_emulation": 4},
+		tapRx: 10, tapTx: 20, guest: map[string]uint64{"irq_LOC": 7, "irq_virtio0-input.0": 3, "cpu_idle": 90},
+		hostIRQs: irqs(500, 2), vcpuCPU: 1}
+	a := lxSnap{kvm: kvmstat.Counts{"exits": 400, "io_exits": 10, "mmio_exits": 21, "halt_poll_fail_ns": 5e6, "insn_emulation": 104},
+		tapRx: 110, tapTx: 120, guest: map[string]uint64{"irq_LOC": 47, "irq_virtio0-input.0": 103, "cpu_idle": 190, "ctxt": 5},
+		hostIRQs: irqs(520, 42), vcpuCPU: 1}
+	d := lxPerFrame(b, a, 9)
+	want := map[string]float64{"exits_per_frame": 1.5, "kvm_io_exits_per_frame": 0, "kvm_mmio_exits_per_frame": 0.1,
+		"kvm_halt_poll_fail_us_per_frame": 20, "kvm_insn_emulation_per_frame": 0.5,
+		"guest_irq_LOC_per_frame": 0.2, "guest_irq_virtio0-input.0_per_frame": 0.5, "guest_cpu_idle_per_frame": 0.5,
+		"vcpu_cpu_irq_LOC_per_frame": 0.1, "vcpu_cpu_irq_TLB_per_frame": 0.2}
+	for k, v := range want {
+		if got, ok := d[k]; !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	for _, k := range []string{"kvm_exits_per_frame", "kvm_halt_poll_fail_ns_per_frame", "guest_ctxt_per_frame"} {
+		if _, ok := d[k]; ok {
+			t.Errorf("%s reported: %v", k, d)
+		}
+	}
+}
+
+func TestGuestCounterParsing(t *testing.T) {
+	interrupts := `           CPU0       CPU1
+  0:         33          1   IO-APIC   2-edge      timer
+  4:          5          0   IO-APIC   4-edge      ttyS0
+ 24:          0          0   PCI-MSI 16384-edge      virtio0-config
+ 25:       1234         10   PCI-MSI 16385-edge      virtio0-input.0
+ 26:        567          0   PCI-MSI 16386-edge      virtio0-output.0
+NMI:          0          0   Non-maskable interrupts
+LOC:       5678        100   Local timer interrupts
+ERR:          0
+`
+	got := parseInterrupts([]byte(interrupts))
+	want := map[string]uint64{"timer": 34, "ttyS0": 5, "virtio0-config": 0, "virtio0-input.0": 1244, "virtio0-output.0": 567,
+		"NMI": 0, "LOC": 5778, "ERR": 0}
+	if !maps.Equal(got, want) {
+		t.Errorf("interrupts %v, want %v", got, want)
+	}
+	stat := "cpu  10 1 20 300 4 5 6 7 0 0\ncpu0 10 1 20 300 4 5 6 7 0 0\nintr 99 1 2\nctxt 4242\nbtime 1\n"
+	st := parseProcStat([]byte(stat))
+	wantSt := map[string]uint64{"cpu_user": 10, "cpu_nice": 1, "cpu_system": 20, "cpu_idle": 300, "cpu_iowait": 4,
+		"cpu_irq": 5, "cpu_softirq": 6, "cpu_steal": 7, "ctxt": 4242}
+	if !maps.Equal(st, wantSt) {
+		t.Errorf("stat %v, want %v", st, wantSt)
+	}
+	line := "rx_queue_0_kicks=3 irq_LOC=9 irq_virtio0-input.0=4 cpu_idle=300 ctxt=5 tx_queue_0_bytes=7 irq_bad=x"
+	if g := guestStats(line); !maps.Equal(g, map[string]uint64{"irq_LOC": 9, "irq_virtio0-input.0": 4, "cpu_idle": 300, "ctxt": 5}) {
+		t.Errorf("guestStats %v", g)
+	}
+}
+
+// sysinfo reads what it can of a root and leaves the rest out.
+func TestSysinfo(t *testing.T) {
+	root := t.TempDir()
+	for path, body := range map[string]string{
+		"sys/devices/system/clocksource/clocksource0/current_clocksource": "kvm-clock\n",
+		"sys/class/net/eth0/device/features":                              "1101\n",
+		"proc/cmdline":                                                    "console=ttyS0  quiet\n",
+		"proc/cpuinfo":                                                    "processor\t: 0\nflags\t\t: fpu tsc x2apic hypervisor\nbugs\t\t:\n",
+	} {
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := sysinfo(root, "eth0")
+	want := map[string]string{"clocksource": "kvm-clock", "features": "1101", "cmdline": "console=ttyS0 quiet",
+		"cpu_flags": "fpu tsc x2apic hypervisor"}
+	if !maps.Equal(got, want) {
+		t.Errorf("sysinfo %v, want %v", got, want)
 	}
 }
 
@@ -264,6 +350,12 @@ func TestLinuxGuestSideAnswersTheHarness(t *testing.T) {
 	st, err := lxControlCmd(ns, "stats")
 	if err != nil || !strings.Contains(st, "=") {
 		t.Errorf("stats: %q %v", st, err)
+	}
+	if g := guestStats(st); g["irq_LOC"] == 0 && g["ctxt"] == 0 {
+		t.Errorf("stats without the kernel's counters: %q", st)
+	}
+	if info := lxSysinfo(ns); info["cmdline"] == "" || info["error"] != "" {
+		t.Errorf("sysinfo: %v", info)
 	}
 	if _, err := lxControlCmd(ns, "bogus"); err == nil {
 		t.Error("an unknown command: no error")

@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -102,7 +106,9 @@ func tcpListening(port int) bool {
 }
 
 // lxControl answers one control connection: "stats" gets the driver's
-// counters of eth0 as one line of NAME=VALUE, "quit" ends the guest side.
+// counters of eth0 and the guest kernel's (guestCounters) as one line of
+// NAME=VALUE, "sysinfo" what the guest was given and chose (sysinfo) as
+// one line of JSON, "quit" ends the guest side.
 func lxControl(c net.Conn) (quit bool) {
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	sc := bufio.NewScanner(c)
@@ -118,7 +124,13 @@ func lxControl(c net.Conn) (quit bool) {
 			for k, v := range st {
 				fmt.Fprintf(&b, "%s=%d ", k, v)
 			}
+			for k, v := range guestCounters("/proc") {
+				fmt.Fprintf(&b, "%s=%d ", k, v)
+			}
 			fmt.Fprintln(c, strings.TrimSpace(b.String()))
+		case "sysinfo":
+			j, _ := json.Marshal(sysinfo("/", lxIfname)) // a map of strings always marshals
+			fmt.Fprintf(c, "%s\n", j)
 		case "quit":
 			fmt.Fprintln(c, "bye")
 			return true
@@ -223,4 +235,178 @@ func ethtoolStats(ifname string) (map[string]uint64, error) {
 		st[string(name)] = vals[1+i]
 	}
 	return st, nil
+}
+
+// guestCounters are the guest kernel's counters the harness takes per
+// frame: its interrupts by source (irq_NAME: the name /proc/interrupts
+// gives, such as irq_virtio0-input.0 or irq_LOC, summed over the CPUs),
+// its CPU time in ticks (cpu_user, cpu_system, cpu_idle, cpu_irq,
+// cpu_softirq, cpu_steal; /proc/stat) and its context switches (ctxt).
+// What cannot be read is left out.
+func guestCounters(proc string) map[string]uint64 {
+	m := map[string]uint64{}
+	if b, err := os.ReadFile(proc + "/interrupts"); err == nil {
+		for k, v := range parseInterrupts(b) {
+			m["irq_"+k] = v
+		}
+	}
+	if b, err := os.ReadFile(proc + "/stat"); err == nil {
+		for k, v := range parseProcStat(b) {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// parseInterrupts sums each row of /proc/interrupts over the CPUs of its
+// header: a numbered row is named by its last word (the handler's name,
+// like virtio0-input.0), the others by their label (LOC, RES, CAL, ...).
+// A name with '=' in it, which a NAME=VALUE line cannot carry, is left out.
+func parseInterrupts(b []byte) map[string]uint64 {
+	lines := strings.Split(string(b), "\n")
+	if len(lines) == 0 {
+		return nil
+	}
+	ncpu := len(strings.Fields(lines[0]))
+	m := map[string]uint64{}
+	for _, line := range lines[1:] {
+		label, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		label = strings.TrimSpace(label)
+		f := strings.Fields(rest)
+		var sum uint64
+		n := 0
+		for ; n < ncpu && n < len(f); n++ {
+			v, err := strconv.ParseUint(f[n], 10, 64)
+			if err != nil {
+				break
+			}
+			sum += v
+		}
+		if n == 0 {
+			continue
+		}
+		name := label
+		if _, err := strconv.Atoi(label); err == nil {
+			if len(f) <= n {
+				continue
+			}
+			name = f[len(f)-1]
+		}
+		if name == "" || strings.ContainsAny(name, "= ") {
+			continue
+		}
+		m[name] += sum
+	}
+	return m
+}
+
+// procStatCPU names /proc/stat's "cpu" fields, in order.
+var procStatCPU = []string{"cpu_user", "cpu_nice", "cpu_system", "cpu_idle", "cpu_iowait", "cpu_irq", "cpu_softirq", "cpu_steal"}
+
+// parseProcStat reads the all-CPU "cpu" line (ticks) and "ctxt" of
+// /proc/stat.
+func parseProcStat(b []byte) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "cpu":
+			for i, name := range procStatCPU {
+				if i+1 >= len(f) {
+					break
+				}
+				if v, err := strconv.ParseUint(f[i+1], 10, 64); err == nil {
+					m[name] = v
+				}
+			}
+		case "ctxt":
+			if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				m["ctxt"] = v
+			}
+		}
+	}
+	return m
+}
+
+// sysinfoKmsg picks the boot log's lines that say what the guest kernel
+// made of the machine: its clocks and timers, the APIC and its mode, the
+// hypervisor's paravirtual features, the NIC and its interrupts.
+var sysinfoKmsg = regexp.MustCompile(`(?i)kvm|clock|apic|tsc|timer|hpet|pit|virtio|msi|steal|paravirt|pv |hypervisor|idle|poll|eoi|irq`)
+
+// sysinfo is what the guest under a VMM was given and what it chose, for
+// comparing two VMMs' guests (root is /; ifname the NIC): the clocksource
+// and clock event devices, the kernel command line, the virtio features
+// the driver and device agreed on (the bit string of the device's
+// features file, bit 0 first), the CPU flags (CPUID as the kernel reads
+// it), the interrupt rows, the boot log's lines of sysinfoKmsg and the
+// cpuidle driver. A file it cannot read is left out.
+func sysinfo(root, ifname string) map[string]string {
+	m := map[string]string{}
+	for k, path := range map[string]string{
+		"clocksource":  "sys/devices/system/clocksource/clocksource0/current_clocksource",
+		"clocksources": "sys/devices/system/clocksource/clocksource0/available_clocksource",
+		"clockevent":   "sys/devices/system/clockevents/clockevent0/current_device",
+		"broadcast":    "sys/devices/system/clockevents/broadcast/current_device",
+		"cpuidle":      "sys/devices/system/cpu/cpuidle/current_driver",
+		"cmdline":      "proc/cmdline",
+		"features":     "sys/class/net/" + ifname + "/device/features",
+		"interrupts":   "proc/interrupts",
+	} {
+		if b, err := os.ReadFile(filepath.Join(root, path)); err == nil {
+			m[k] = strings.Join(strings.Fields(string(b)), " ")
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "proc/cpuinfo")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+				m["cpu_flags"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if lines := readKmsg(filepath.Join(root, "dev/kmsg"), sysinfoKmsg, 16<<10); len(lines) > 0 {
+		m["kmsg"] = strings.Join(lines, " | ")
+	}
+	return m
+}
+
+// readKmsg reads the kernel's log from path (/dev/kmsg: one record per
+// read, "PRIO,SEQ,USEC,FLAGS;MESSAGE" and continuation lines), without
+// waiting for more, and returns the messages that match re, at most max
+// bytes of them.
+func readKmsg(path string, re *regexp.Regexp, max int) []string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	var out []string
+	total := 0
+	buf := make([]byte, 8192)
+	for i := 0; i < 100000; i++ {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EPIPE) {
+			continue // records overwritten since the last read
+		}
+		if err != nil || n <= 0 {
+			break
+		}
+		rec, _, _ := strings.Cut(string(buf[:n]), "\n")
+		_, msg, ok := strings.Cut(rec, ";")
+		if !ok || !re.MatchString(msg) {
+			continue
+		}
+		if total+len(msg) > max {
+			break
+		}
+		out = append(out, msg)
+		total += len(msg)
+	}
+	return out
 }

@@ -30,6 +30,8 @@ type Sample struct {
 	Detail map[string]float64 `json:"detail,omitempty"`
 	Err    string             `json:"error,omitempty"`
 	Note   string             `json:"note,omitempty"` // e.g. why KVM's counters are missing
+	// Guest is what a Linux guest was given and chose (lxSysinfo).
+	Guest map[string]string `json:"guest,omitempty"`
 }
 
 func failed(err error) Sample { return Sample{Err: err.Error()} }
@@ -219,7 +221,9 @@ func addExits(s *Sample, run *GuestRun, frames, kicks float64) {
 
 // addCPUPerFrame puts the VMM's host CPU and run-queue wait per frame
 // into d, in all and by thread name, and each thread name's wakeups and
-// preemptions per frame, from since's counts.
+// preemptions, exact time on a CPU (ran_us_per_frame:NAME) and, for a
+// vCPU, its sampled guest time (guest_cpu_us_per_frame:NAME) per frame,
+// from since's counts.
 func addCPUPerFrame(d map[string]float64, sw map[string]uint64, frames float64) {
 	d["host_cpu_us_per_frame"] = float64(sw["vmm_host_cpu_us"]) / frames
 	d["runq_wait_us_per_frame"] = float64(sw["vmm_runq_wait_us"]) / frames
@@ -232,6 +236,10 @@ func addCPUPerFrame(d map[string]float64, sw map[string]uint64, frames float64) 
 			d["wakeups_per_frame:"+name] = float64(v) / frames
 		} else if name, ok := strings.CutPrefix(k, "vmm_preemptions:"); ok {
 			d["preemptions_per_frame:"+name] = float64(v) / frames
+		} else if name, ok := strings.CutPrefix(k, "vmm_ran_us:"); ok {
+			d["ran_us_per_frame:"+name] = float64(v) / frames
+		} else if name, ok := strings.CutPrefix(k, "vmm_guest_cpu_us:"); ok && v > 0 {
+			d["guest_cpu_us_per_frame:"+name] = float64(v) / frames
 		}
 	}
 }

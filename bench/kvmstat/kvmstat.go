@@ -30,6 +30,23 @@ const DebugFS = "/sys/kernel/debug/kvm"
 // for an interrupt KVM holds.
 var Names = []string{"exits", "io_exits", "mmio_exits", "halt_exits", "irq_exits", "irq_injections", "signal_exits", "irq_window_exits"}
 
+// Detail are more of KVM's counters, which ReadDetail reads with Names
+// where the kernel has them, for where a vCPU's time goes (all
+// arch/x86/kvm/x86.c and virt/kvm/kvm_main.c): halt polling (the HLTs
+// KVM polled after, those whose wakeup came while it polled, polls it
+// cut short, the time spent in polls that saw a wakeup and in those that
+// did not, and halt_wait_ns the time asleep after the poll); exits for a
+// pending request (request_irq_exits) or an NMI window; instructions KVM
+// decoded and emulated (insn_emulation: an MMIO access such as an xAPIC
+// register's, a notify without an ioeventfd); guest page faults KVM fixed
+// or emulated; TLB flushes; hypercalls (PV features); the host state and
+// FPU reloaded around a return to user space or a switch of threads; and
+// the steal-time preemption marks.
+var Detail = []string{"halt_attempted_poll", "halt_successful_poll", "halt_poll_invalid", "halt_wakeup",
+	"halt_poll_success_ns", "halt_poll_fail_ns", "halt_wait_ns", "request_irq_exits", "nmi_window_exits",
+	"insn_emulation", "insn_emulation_fail", "pf_fixed", "pf_emulate", "pf_guest", "tlb_flush", "hypercalls",
+	"host_state_reload", "fpu_reload", "req_event", "preemption_reported", "preemption_other"}
+
 // Counts are named counter values, summed over a VM's vCPUs.
 type Counts map[string]uint64
 
@@ -118,6 +135,26 @@ func (s *VM) Read() (Counts, error) {
 			return nil, fmt.Errorf("kvm stats: %s: %w", name, err)
 		}
 		c[name] = v
+	}
+	return c, nil
+}
+
+// ReadDetail returns Names as Read does, and the Detail counters this
+// kernel has: one it lacks, or whose file holds no single number, is left
+// out.
+func (s *VM) ReadDetail() (Counts, error) {
+	c, err := s.Read()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range Detail {
+		b, err := os.ReadFile(filepath.Join(s.dir, name))
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			c[name] = v
+		}
 	}
 	return c, nil
 }

@@ -109,6 +109,37 @@ func TestReadKVMDebugfs(t *testing.T) {
 	}
 }
 
+// TestReadDetail: the Detail counters come with Names where the kernel has
+// them; a histogram's file (several numbers) and an absent one are left out.
+func TestReadDetail(t *testing.T) {
+	root := fakeDebugfs(t, map[string]map[string]string{
+		"1240-11": {"exits": "120\n", "halt_exits": "3\n", "halt_poll_fail_ns": "250000\n",
+			"halt_successful_poll": "2\n", "halt_wait_hist": "1 2 3\n", "halt_wait_ns": "x\n", "not_a_counter": "5\n"},
+	})
+	proc := fakeProc(t, map[int]struct {
+		tids []int
+		fds  map[int]string
+	}{1234: {[]int{1234, 1240}, map[int]string{11: "anon_inode:kvm-vm"}}})
+	s, err := Open(root, proc, 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.ReadDetail()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Counts{"exits": 120, "halt_exits": 3, "halt_poll_fail_ns": 250000, "halt_successful_poll": 2}
+	if len(c) != len(want) {
+		t.Errorf("counts %v, want %v", c, want)
+	}
+	for k, v := range want {
+		if c[k] != v {
+			t.Errorf("%s = %d, want %d", k, c[k], v)
+		}
+	}
+}
+
 func TestKVMCountsSub(t *testing.T) {
 	after := Counts{"exits": 1500, "io_exits": 30, "new": 5}
 	d, err := after.Sub(Counts{"exits": 500, "io_exits": 30})
