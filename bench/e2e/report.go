@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -282,6 +283,7 @@ func (r *Report) printTable(w io.Writer) {
 	tw.Flush()
 
 	r.printPerFrame(w)
+	r.printPerThread(w)
 
 	fmt.Fprintf(w, "\nseed 000: tx pps at 64 B vs the driver's kick threshold (a notify decision every N frames)\n")
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
@@ -412,6 +414,92 @@ func (r *Report) printPerFrame(w io.Writer) {
 			}
 		}
 		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// perThreadKeys are the per-thread details (addCPUPerFrame), each
+// followed by ":THREAD", and their columns.
+var perThreadKeys = []struct{ key, col, format string }{
+	{"host_cpu_us_per_frame", "host us", "%.1f"},
+	{"runq_wait_us_per_frame", "wait us", "%.1f"},
+	{"wakeups_per_frame", "wakeups", "%.3f"},
+	{"preemptions_per_frame", "preempts", "%.3f"},
+}
+
+// printPerThread prints, per cell and VMM, where the host CPU per frame
+// goes: each thread's (by name: vcpu0, net-tap0, vhost, ...) host CPU and
+// run-queue wait in us, wakeups and preemptions, per frame, medians over
+// the runs, the busiest thread first. The Linux cells have a row group
+// per measurement.
+func (r *Report) printPerThread(w io.Writer) {
+	type group struct {
+		name   string
+		c      *Cell
+		prefix string // of the details: "" or a Linux measurement's "tcp_rx_"
+	}
+	var keys []string // the plan's order, else the cells' (a report read back)
+	for _, e := range r.exps {
+		keys = append(keys, e.Key)
+	}
+	for _, c := range r.Cells {
+		if len(r.exps) == 0 && !slices.Contains(keys, c.Metric) {
+			keys = append(keys, c.Metric)
+		}
+	}
+	var groups []group
+	for _, key := range keys {
+		for _, s := range []System{SysTinyvmm, SysQEMUVhost, SysQEMU} {
+			c := r.cell(key, s)
+			if c == nil || c.OK == 0 {
+				continue
+			}
+			if strings.HasPrefix(key, "linux") {
+				for _, m := range lxMeasures {
+					groups = append(groups, group{key + " " + m, c, m + "_"})
+				}
+			} else {
+				groups = append(groups, group{key, c, ""})
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	header := "cell	system	thread	"
+	for _, k := range perThreadKeys {
+		header += k.col + "	"
+	}
+	printed := false
+	for _, g := range groups {
+		cpu := g.prefix + perThreadKeys[0].key + ":"
+		var threads []string
+		for k := range g.c.Detail {
+			if name, ok := strings.CutPrefix(k, cpu); ok {
+				threads = append(threads, name)
+			}
+		}
+		slices.SortFunc(threads, func(a, b string) int {
+			return cmp.Or(cmp.Compare(g.c.Detail[cpu+b], g.c.Detail[cpu+a]), strings.Compare(a, b))
+		})
+		for i, th := range threads {
+			if !printed {
+				fmt.Fprintf(w, "\nper thread, per frame, medians over the runs (host us: CPU outside the guest; wait us: runnable, not running)\n")
+				fmt.Fprintln(tw, header)
+				printed = true
+			}
+			line := "\t\t"
+			if i == 0 {
+				line = g.name + "\t" + string(g.c.System) + "\t"
+			}
+			line += th + "\t"
+			for _, k := range perThreadKeys {
+				if v, ok := g.c.Detail[g.prefix+k.key+":"+th]; ok {
+					line += fmt.Sprintf(k.format, v) + "\t"
+				} else {
+					line += "-\t"
+				}
+			}
+			fmt.Fprintln(tw, line)
+		}
 	}
 	tw.Flush()
 }

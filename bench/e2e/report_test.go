@@ -302,3 +302,71 @@ func TestVariantCells(t *testing.T) {
 		t.Errorf("flags given %q, want %q", got, want)
 	}
 }
+
+// The per-thread table: per cell and VMM each thread's host CPU, wait,
+// wakeups and preemptions per frame, medians over the runs, the busiest
+// thread first; a Linux cell per measurement.
+func TestTablePerThread(t *testing.T) {
+	o := DefaultOptions()
+	o.Kicks, o.Weights = nil, nil
+	o.Only = []string{"tx64", "linux"}
+	host := kvm.Host{Usable: true}
+	st := detectSystems(o, host)
+	st[SysTinyvmm] = systemState{Label: "tinyvmm", Comparable: true}
+	st[SysQEMUVhost] = systemState{Label: "QEMU+vhost", Comparable: true}
+	rep := newReport(o, host, st)
+	exps, err := o.cells(&runner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.plan(exps)
+	for _, e := range exps {
+		for _, cpu := range []float64{2, 3, 40} { // median 3
+			switch e.Key {
+			case "tx64":
+				rep.add(e, SysTinyvmm, Sample{Value: 1, Detail: map[string]float64{
+					"host_cpu_us_per_frame:vcpu0": cpu, "host_cpu_us_per_frame:net-tap0": 2 * cpu,
+					"runq_wait_us_per_frame:net-tap0": 0.5, "wakeups_per_frame:net-tap0": 0.0126, "preemptions_per_frame:net-tap0": 0.001}})
+				rep.add(e, SysQEMUVhost, Sample{Value: 1, Detail: map[string]float64{"host_cpu_us_per_frame:vhost": cpu}})
+			case "linux":
+				rep.add(e, SysTinyvmm, Sample{Value: 1, Detail: map[string]float64{"udp_rx_host_cpu_us_per_frame:vcpu0": 10 * cpu, "udp_rx_runq_wait_us_per_frame:vcpu0": 1}})
+			}
+		}
+	}
+	rep.add(exps[0], SysQEMU, Sample{Err: "boom"}) // a cell with no run that worked has no rows
+	rep.finish(time.Second)
+	var out bytes.Buffer
+	rep.printPerThread(&out)
+	text := out.String()
+	for _, re := range []string{
+		`(?m)^\s*cell\s+system\s+thread\s+host us\s+wait us\s+wakeups\s+preempts\s*$`,
+		`(?m)^\s*tx64\s+tinyvmm\s+net-tap0\s+6\.0\s+0\.5\s+0\.013\s+0\.001\s*$`,
+		`(?m)^\s+vcpu0\s+3\.0\s+-\s+-\s+-\s*$`,
+		`(?m)^\s*tx64\s+qemu-vhost\s+vhost\s+3\.0\s+-\s+-\s+-\s*$`,
+		`(?m)^\s*linux udp_rx\s+tinyvmm\s+vcpu0\s+30\.0\s+1\.0\s+-\s+-\s*$`,
+	} {
+		if !regexpMatch(re, text) {
+			t.Errorf("no line %s in:\n%s", re, text)
+		}
+	}
+	if strings.Contains(text, "tcp_rx") || strings.Contains(text, "qemu ") {
+		t.Errorf("rows without data:\n%s", text)
+	}
+	if i, j := strings.Index(text, "net-tap0"), strings.Index(text, "vcpu0"); i > j {
+		t.Errorf("the busiest thread is not first:\n%s", text)
+	}
+	var empty bytes.Buffer
+	newReport(o, host, st).printPerThread(&empty)
+	if empty.Len() != 0 {
+		t.Errorf("a report without threads: %q", empty.String())
+	}
+	// Without a plan (a report read back from e2e.json) in the cells' order.
+	unplanned := newReport(o, host, st)
+	unplanned.add(exps[0], SysTinyvmm, Sample{Value: 1, Detail: map[string]float64{"host_cpu_us_per_frame:vcpu0": 7}})
+	unplanned.finish(time.Second)
+	var back bytes.Buffer
+	unplanned.printPerThread(&back)
+	if !regexpMatch(`(?m)^\s*tx64\s+tinyvmm\s+vcpu0\s+7\.0\s+-\s+-\s+-\s*$`, back.String()) {
+		t.Errorf("unplanned:\n%s", back.String())
+	}
+}
