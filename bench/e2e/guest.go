@@ -182,7 +182,9 @@ type guestProc struct {
 	pinErr error
 }
 
-const keepLines = 40
+// keepLines is how much of a guest's console a run keeps: enough for a
+// Linux guest's oops and its call trace.
+const keepLines = 100
 
 func startGuest(ns *Namespace, cfg GuestConfig, vmm VMM, cmdline string, pin *pinning) (*guestProc, error) {
 	return startVMM(ns, cfg.command(vmm, cmdline), vmm, pin)
@@ -423,6 +425,24 @@ func (g *guestProc) exitCodeOK(code int) bool {
 }
 
 // kill stops the VMM now, by its PID, and reaps it.
+// panicNote is, when the guest's console (as far as it is kept) has its
+// kernel's panic, where the oops was (its first RIP line) and the panic
+// line; otherwise "".
+func (g *guestProc) panicNote() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var rip string
+	for _, l := range g.run.Output {
+		if rip == "" && strings.Contains(l, "RIP:") {
+			rip = strings.TrimSpace(l) + " | "
+		}
+		if strings.Contains(l, "Kernel panic") {
+			return rip + strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
 func (g *guestProc) kill() {
 	_ = g.cmd.Process.Kill()
 	select {

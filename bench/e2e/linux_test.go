@@ -473,3 +473,18 @@ func TestTableLinuxRows(t *testing.T) {
 		t.Errorf("linux rows wrong:\n%s", text)
 	}
 }
+
+func TestPanicNote(t *testing.T) {
+	g := &guestProc{}
+	g.run.Output = []string{"iperf3 up", "[ 90.1] traps: PANIC: double fault, error_code: 0x0",
+		"[ 90.1] RIP: 0010:entry_SYSCALL_64+0x0/0x40", "[ 90.1] RIP: 0033:0x7f00",
+		"[ 90.2] Kernel panic - not syncing: Fatal exception in interrupt"}
+	want := "[ 90.1] RIP: 0010:entry_SYSCALL_64+0x0/0x40 | [ 90.2] Kernel panic - not syncing: Fatal exception in interrupt"
+	if got := g.panicNote(); got != want {
+		t.Errorf("panicNote = %q, want %q", got, want)
+	}
+	g.run.Output = g.run.Output[:4]
+	if got := g.panicNote(); got != "" {
+		t.Errorf("no panic: panicNote = %q", got)
+	}
+}
