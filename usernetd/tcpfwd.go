@@ -68,13 +68,8 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 	})
 }
 
-// eagerReads turns on natSplice's ways (OffEnv "read": splice's), and
-// yieldToHost its yield of the CPU after each write to the host (OffEnv
-// "yield").
-var (
-	eagerReads  = !off("read")
-	yieldToHost = !off("yield")
-)
+// eagerReads turns on natSplice's ways (OffEnv "read": splice's).
+var eagerReads = !off("read")
 
 // natSplice is splice for one connection of the NAT, with the host's
 // answers read as soon as they can be, each with its end of data if that
@@ -92,8 +87,6 @@ var (
 //     The answer then goes out at once, and its segment stands for the
 //     ACK of the request, which waits in the link (txBatcher), where the
 //     poller would have handed it to the other goroutine only later.
-//     Between the write and the read it yields the CPU, which gives it
-//     to that server where the scheduler had not.
 //
 // One goroutine at a time reads the host and passes on what it read
 // (mu): the reads stay in order.
@@ -172,14 +165,6 @@ func (s *natSplice) guestToHost() {
 		if k > 0 {
 			if _, werr := s.hostW.Write(buf[:k]); werr != nil {
 				return
-			}
-			if yieldToHost {
-				// On one CPU the host's server that the write woke
-				// does not always get it at once: given it now, it
-				// has answered (and closed) by the time answer reads.
-				// Where nothing else waits for the CPU, the call
-				// returns at once.
-				rawSyscall6(unix.SYS_SCHED_YIELD, 0, 0, 0, 0, 0, 0)
 			}
 			s.answer()
 			if k == len(buf) && len(buf) < copyBufMax {

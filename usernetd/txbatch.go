@@ -95,8 +95,7 @@ func (a tcpAck) supersedes(p tcpAck) bool {
 // "+", which a benchmark's list of systems leaves whole, or ","), turns
 // off some of its ways to save turns of the link, for the benchmark's
 // A/B: "ack", the late pure ACKs of txBatcher; "read", the NAT's eager
-// reads of the host (natSplice); "yield", the NAT's yield of the CPU to
-// the host after each write to it.
+// reads of the host (natSplice).
 const OffEnv = "TINYVMM_USERNET_OFF"
 
 // off says whether OffEnv names what.
