@@ -111,19 +111,12 @@ func (c *frameConn) Write(b []byte) (int, error) {
 // writeFrame sends the frame made of parts behind h, a vnet header of
 // the current size.
 func (c *frameConn) writeFrame(h []byte, parts ...[]byte) (int, error) {
-	return c.writeFrameAck(h, nil, parts...)
-}
-
-// writeFrameAck is writeFrame for a TCP segment that acknowledges ack
-// (nil: not one), which the batcher may send later or leave out
-// (txBatcher.writeAck).
-func (c *frameConn) writeFrameAck(h []byte, ack *tcpAck, parts ...[]byte) (int, error) {
 	size := 0
 	for _, p := range parts {
 		size += len(p)
 	}
 	if c.tx != nil {
-		if err := c.tx.writeAck(h, ack, parts...); err != nil {
+		if err := c.tx.write(h, parts...); err != nil {
 			return 0, err
 		}
 		return size, nil

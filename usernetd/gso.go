@@ -104,69 +104,8 @@ func (l *gsoLink) write(c *frameConn, pkt *stack.PacketBuffer) tcpip.Error {
 	}
 	// The packet's own slices, not a copy of them (ToView): the frame is
 	// copied once, where it is queued or sent.
-	ack, isAck := ackOf(pkt)
-	ap := &ack
-	if !isAck {
-		ap = nil
-	}
-	if _, err := c.writeFrameAck(h, ap, pkt.AsSlices()...); err != nil {
+	if _, err := c.writeFrame(h, pkt.AsSlices()...); err != nil {
 		return &tcpip.ErrClosedForSend{}
 	}
 	return nil
-}
-
-// burst holds the link's sends until the function it returns is called:
-// the frames written meanwhile go to the device in one sendmmsg.
-func (l *gsoLink) burst() (release func()) {
-	c := l.conn.Load()
-	if !l.direct || c == nil || c.tx == nil {
-		return func() {}
-	}
-	c.tx.hold()
-	return c.tx.release
-}
-
-// ackOf is what pkt, a frame to the guest, acknowledges, if it is an IPv4
-// TCP segment with an ACK and without a RST.
-func ackOf(pkt *stack.PacketBuffer) (a tcpAck, ok bool) {
-	if pkt.NetworkProtocolNumber != header.IPv4ProtocolNumber || pkt.TransportProtocolNumber != header.TCPProtocolNumber {
-		return a, false
-	}
-	ip := header.IPv4(pkt.NetworkHeader().Slice())
-	tcp := header.TCP(pkt.TransportHeader().Slice())
-	if len(ip) < header.IPv4MinimumSize || len(tcp) < header.TCPMinimumSize || int(tcp.DataOffset()) > len(tcp) {
-		return a, false
-	}
-	flags := tcp.Flags()
-	if !flags.Contains(header.TCPFlagAck) || flags.Contains(header.TCPFlagRst) {
-		return a, false
-	}
-	copy(a.conn[0:4], ip.SourceAddressSlice())
-	copy(a.conn[4:8], ip.DestinationAddressSlice())
-	binary.BigEndian.PutUint16(a.conn[8:10], tcp.SourcePort())
-	binary.BigEndian.PutUint16(a.conn[10:12], tcp.DestinationPort())
-	a.num = tcp.AckNumber()
-	a.pure = flags == header.TCPFlagAck && pkt.Data().Size() == 0 && !hasSACK(tcp.Options())
-	return a, true
-}
-
-// hasSACK says whether TCP options opts hold SACK blocks (a duplicate
-// ACK's news of what came out of order, which no later frame may stand for).
-func hasSACK(opts []byte) bool {
-	for i := 0; i < len(opts); {
-		switch opts[i] {
-		case header.TCPOptionEOL:
-			return false
-		case header.TCPOptionNOP:
-			i++
-			continue
-		case header.TCPOptionSACK:
-			return true
-		}
-		if i+1 >= len(opts) || opts[i+1] < 2 {
-			return true // malformed: treat it as news
-		}
-		i += int(opts[i+1])
-	}
-	return false
 }

@@ -114,7 +114,7 @@ func newGateway(cfg *Config) (*network, error) {
 	// Connections to the gateway's own address reach the host's loopback.
 	nat := map[tcpip.Address]tcpip.Address{gw: tcpip.AddrFrom4Slice(net.ParseIP(hostLoop).To4())}
 	var natLock sync.Mutex
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpNAT(s, nat, &natLock, link).HandlePacket)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpNAT(s, nat, &natLock).HandlePacket)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, gvforwarder.UDP(s, nat, &natLock, false).HandlePacket)
 
 	at := tcpip.FullAddress{NIC: nicID, Addr: gw, Port: 53}

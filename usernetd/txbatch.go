@@ -3,9 +3,6 @@ package usernetd
 import (
 	"net"
 	"os"
-	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,32 +25,20 @@ import (
 // leaves what is left to the batcher's goroutine, which waits for room;
 // frames queued meanwhile go out with the next send, whoever makes it.
 // hold and release let a burst queue whole before it is sent.
-//
-// With one P, a pure ACK (writeAck) is the exception: it waits, queued,
-// for the batcher's goroutine, which yields once before it sends, so that
-// the goroutines that the segment it acknowledges woke run first. The NAT's
-// copy of a request to the host is one of them; where the host answers
-// at once, the answer's segment carries the same acknowledgement and the
-// pure ACK, superseded, is not sent at all: the guest gets one frame and
-// one interrupt for the two. On one CPU the ACK sent at once woke the
-// device's worker and the guest before the request had reached the host.
 type txBatcher struct {
 	rc syscall.RawConn
 
-	mu       sync.Mutex
-	space    *sync.Cond // signalled when the queue has room or is done
-	queue    [][]byte
-	queued   int       // bytes in queue
-	spare    [][]byte  // buffers the sender is done with
-	spared   int       // their capacity
-	batch    [][]byte  // the slice the sender swaps with queue
-	sending  bool      // a sender has taken a batch
-	holds    int       // writers queueing a burst (hold): no flush until the last releases
-	lateACKs bool      // pure ACKs wait for the goroutine
-	acks     []lateAck // the pure ACKs in queue that wait for the goroutine
-	late     bool      // the goroutine yields before it sends (an ACK waits)
-	stopped  bool
-	err      error // why sending stopped
+	mu      sync.Mutex
+	space   *sync.Cond // signalled when the queue has room or is done
+	queue   [][]byte
+	queued  int      // bytes in queue
+	spare   [][]byte // buffers the sender is done with
+	spared  int      // their capacity
+	batch   [][]byte // the slice the sender swaps with queue
+	sending bool     // a sender has taken a batch
+	holds   int      // writers queueing a burst (hold): no flush until the last releases
+	stopped bool
+	err     error // why sending stopped
 
 	msgs []mmsghdr // the sender's
 	iovs []unix.Iovec
@@ -62,53 +47,7 @@ type txBatcher struct {
 	done chan struct{}
 
 	calls, frames atomic.Uint64 // sendmmsg calls that sent, frames sent
-	superseded    atomic.Uint64 // pure ACKs left out for a later frame's
-
-	onBatch func(batch [][]byte) // tests: each batch a sender takes, in order
 }
-
-// lateAck is a pure ACK waiting in the queue: its buffer there, its
-// connection and its acknowledgement number.
-type lateAck struct {
-	buf []byte
-	ack tcpAck
-}
-
-// tcpAck is what a frame to the guest acknowledges: the connection (IPv4
-// addresses and ports, from the gateway's side), the acknowledgement
-// number, and whether the frame is a pure ACK (no data, no flag but ACK)
-// that carries no SACK blocks, which a later frame's acknowledgement can
-// stand for.
-type tcpAck struct {
-	conn [12]byte
-	num  uint32
-	pure bool
-}
-
-// supersedes says whether a frame acknowledging a stands for the pure
-// ACK p: the same connection, an acknowledgement number as far or further.
-func (a tcpAck) supersedes(p tcpAck) bool {
-	return a.conn == p.conn && int32(a.num-p.num) >= 0
-}
-
-// OffEnv, set in tinyvmm-usernet's environment to a list (separated by
-// "+", which a benchmark's list of systems leaves whole, or ","), turns
-// off some of its ways to save turns of the link, for the benchmark's
-// A/B: "ack", the late pure ACKs of txBatcher; "read", the NAT's eager
-// reads of the host (natSplice).
-const OffEnv = "TINYVMM_USERNET_OFF"
-
-// off says whether OffEnv names what.
-func off(what string) bool {
-	sep := func(r rune) bool { return r == '+' || r == ',' || r == ' ' }
-	return slices.Contains(strings.FieldsFunc(os.Getenv(OffEnv), sep), what)
-}
-
-// lateACKs makes pure ACKs wait for the batcher's goroutine where the
-// process has one P: there the goroutine, yielding, runs after those the
-// writer woke. With more, another P would run it at once, for the cost of
-// waking a thread.
-var lateACKs = !off("ack")
 
 // txQueueMax bounds the frames queued ahead of the socket and
 // txQueueBytes their bytes (a super-frame is up to 64 KiB): beyond either
@@ -131,8 +70,7 @@ const txBatchMax = 64
 
 func newTxBatcher(rc syscall.RawConn) *txBatcher {
 	t := &txBatcher{rc: rc, kick: make(chan struct{}, 1), done: make(chan struct{}),
-		lateACKs: lateACKs && runtime.GOMAXPROCS(0) == 1,
-		msgs:     make([]mmsghdr, txBatchMax), iovs: make([]unix.Iovec, txBatchMax)}
+		msgs: make([]mmsghdr, txBatchMax), iovs: make([]unix.Iovec, txBatchMax)}
 	t.space = sync.NewCond(&t.mu)
 	go t.run()
 	return t
@@ -142,14 +80,6 @@ func newTxBatcher(rc syscall.RawConn) *txBatcher {
 // burst is being queued (hold) or someone is sending, sends what is
 // queued.
 func (t *txBatcher) write(hdr []byte, frame ...[]byte) error {
-	return t.writeAck(hdr, nil, frame...)
-}
-
-// writeAck is write for a TCP segment that acknowledges ack (nil: not
-// one). A pure ACK waits for the goroutine (see txBatcher); any frame
-// takes the place of the pure ACKs of its connection that wait in the
-// queue and acknowledge no more than it does.
-func (t *txBatcher) writeAck(hdr []byte, ack *tcpAck, frame ...[]byte) error {
 	t.mu.Lock()
 	for (len(t.queue) >= txQueueMax || t.queued >= txQueueBytes) && !t.stopped {
 		// Full: the goroutine sends (a writer holding a burst, or
@@ -174,53 +104,14 @@ func (t *txBatcher) writeAck(hdr []byte, ack *tcpAck, frame ...[]byte) error {
 	for _, p := range frame {
 		buf = append(buf, p...)
 	}
-	if ack != nil && len(t.acks) > 0 {
-		t.supersedeLocked(*ack)
-	}
 	t.queue = append(t.queue, buf)
 	t.queued += len(buf)
-	if ack != nil && ack.pure && t.lateACKs {
-		t.acks = append(t.acks, lateAck{buf: buf, ack: *ack})
-		t.late = true
-		t.kickLocked()
-		t.mu.Unlock()
-		return nil
-	}
 	flush := t.holds == 0
 	t.mu.Unlock()
 	if flush {
 		t.flush()
 	}
 	return nil
-}
-
-// supersedeLocked takes out of the queue the pure ACKs waiting there that
-// a frame acknowledging ack stands for.
-func (t *txBatcher) supersedeLocked(ack tcpAck) {
-	kept := t.acks[:0]
-	for _, p := range t.acks {
-		if !ack.supersedes(p.ack) {
-			kept = append(kept, p)
-			continue
-		}
-		for i, b := range t.queue {
-			if unsafe.SliceData(b) == unsafe.SliceData(p.buf) {
-				n := len(t.queue)
-				copy(t.queue[i:], t.queue[i+1:])
-				t.queue[n-1] = nil
-				t.queue = t.queue[:n-1]
-				t.queued -= len(b)
-				if t.spared+cap(b) <= txQueueBytes {
-					t.spare = append(t.spare, b)
-					t.spared += cap(b)
-				}
-				t.superseded.Add(1)
-				break
-			}
-		}
-	}
-	clear(t.acks[len(kept):])
-	t.acks = kept
 }
 
 // flush sends what is queued: at once, or with txInline off by the
@@ -243,12 +134,11 @@ func (t *txBatcher) hold() {
 	t.mu.Unlock()
 }
 
-// release ends a burst hold began and sends what is queued, unless all
-// of it is pure ACKs waiting for the goroutine.
+// release ends a burst hold began and sends what is queued.
 func (t *txBatcher) release() {
 	t.mu.Lock()
 	t.holds--
-	flush := t.holds == 0 && len(t.queue) > len(t.acks)
+	flush := t.holds == 0
 	t.mu.Unlock()
 	if flush {
 		t.flush()
@@ -276,17 +166,10 @@ func (t *txBatcher) run() {
 	defer close(t.done)
 	for range t.kick {
 		t.mu.Lock()
-		stopped, late := t.stopped, t.late
-		t.late = false
+		stopped := t.stopped
 		t.mu.Unlock()
 		if stopped {
 			return
-		}
-		if late {
-			// A pure ACK waits: the goroutines woken with it (by the
-			// segment it acknowledges) run first; with one P a
-			// yielded goroutine runs after the local run queue's.
-			runtime.Gosched()
 		}
 		t.drain(true)
 	}
@@ -307,11 +190,6 @@ func (t *txBatcher) drain(wait bool) {
 		batch := t.queue
 		t.queue, t.batch = t.batch[:0], nil
 		t.queued = 0
-		clear(t.acks)
-		t.acks = t.acks[:0]
-		if t.onBatch != nil {
-			t.onBatch(batch)
-		}
 		t.space.Broadcast()
 		t.mu.Unlock()
 		sent, err := t.send(batch, wait)
