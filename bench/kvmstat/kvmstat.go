@@ -9,7 +9,9 @@
 package kvmstat
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,20 +125,29 @@ func Open(root, proc string, pid int) (*VM, error) {
 func (s *VM) Read() (Counts, error) {
 	c := Counts{}
 	for _, name := range Names {
-		b, err := os.ReadFile(filepath.Join(s.dir, name))
-		if os.IsNotExist(err) && name != "exits" {
+		v, err := s.counter(name)
+		if errors.Is(err, fs.ErrNotExist) && name != "exits" {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("kvm stats: %w", err)
 		}
-		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("kvm stats: %s: %w", name, err)
-		}
 		c[name] = v
 	}
 	return c, nil
+}
+
+// counter reads one counter of the VM: its file's single number.
+func (s *VM) counter(name string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, name))
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return v, nil
 }
 
 // ReadDetail returns Names as Read does, and the Detail counters this
@@ -148,11 +159,7 @@ func (s *VM) ReadDetail() (Counts, error) {
 		return nil, err
 	}
 	for _, name := range Detail {
-		b, err := os.ReadFile(filepath.Join(s.dir, name))
-		if err != nil {
-			continue
-		}
-		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+		if v, err := s.counter(name); err == nil {
 			c[name] = v
 		}
 	}
