@@ -198,8 +198,8 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // schedstat's exact time on a CPU, less the sampled guest time (only a
 // vCPU has any): the per-frame figures use it. vmm_ran_us:NAME is that
 // exact time whole and vmm_guest_cpu_us:NAME the sampled guest part
-// subtracted from it, so a vCPU's split can be judged against its ticks. A thread born meanwhile
-// counts whole. vmm_runq_wait_us is the time the threads were runnable
+// subtracted from it, so a vCPU's split can be judged against its ticks.
+// A thread born meanwhile counts whole. vmm_runq_wait_us is the time the threads were runnable
 // but waited for a CPU (schedstat; not those in SCHED_IDLE): a wakeup's
 // delay before the device's worker, or vhost-net's, runs, on the CPU it
 // shares with the sender. Both are also split by thread name (vmm_host_cpu_ms:NAME,
