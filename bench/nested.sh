@@ -32,7 +32,7 @@
 # L1 processes on nested KVM): only the ratios mean anything.
 set -eu
 cd "$(dirname "$0")/.."
-make -s build
+make -s build l0-qemu
 mkdir -p out/bench
 log=out/bench/nested.log
 prof=out/bench/nested-tx.prof

@@ -14,7 +14,7 @@ log=out/bench/share-nested.log
 json=out/bench/share.json
 [ $# -gt 0 ] || set -- --runs 5 --qemu-runs 1 --qemu-timeout 4m
 status=0
-make -s build
+make -s build l0-qemu
 # shellcheck disable=SC2086
 bin/tinyvmm-lab nested -lab -with-qemu -smp "${NESTED_SMP:-4}" -mem 3072 -stall 3m -timeout 60m -test-timeout 30m ${NESTED_ARGS:-} \
 	-run 'busybox echo NESTED-JSON-BEGIN' -run 'busybox cat out/bench/share.json' -run 'busybox echo NESTED-JSON-END' \

@@ -166,16 +166,39 @@ const (
 	EnvFirmware = "TINYVMM_NESTED_QEMU_FIRMWARE"
 )
 
-// QEMUFromEnv is the emulator and firmware directories that EnvQEMU and
-// EnvFirmware name; QEMUBinary and none when they are unset.
+// L0Dir is where fetch-l0-qemu.sh unpacks bookworm-backports' QEMU, in the
+// user's cache directory as Go keeps its build cache; "" without one.
+func L0Dir() string {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(cache, "tinyvmm", "l0-qemu")
+}
+
+// QEMUFromEnv is the emulator for L1 and its firmware directories:
+// EnvQEMU's, else the QEMU in L0Dir when fetch-l0-qemu.sh has unpacked one
+// (Linux L2 guests die under the installed 7.2's TCG: README.md, "Which
+// QEMU"), else QEMUBinary from $PATH. EnvFirmware, when set, names the
+// firmware directories of any of them.
 func QEMUFromEnv() (bin string, firmware []string) {
 	bin = os.Getenv(EnvQEMU)
 	if bin == "" {
 		bin = QEMUBinary
+		if dir := L0Dir(); dir != "" {
+			l0 := filepath.Join(dir, "usr", "bin", QEMUBinary)
+			if st, err := os.Stat(l0); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				bin = l0
+				firmware = []string{filepath.Join(dir, "usr", "share", "qemu"), filepath.Join(dir, "usr", "share", "seabios")}
+			}
+		}
 	}
-	for _, d := range strings.Split(os.Getenv(EnvFirmware), ":") {
-		if d != "" {
-			firmware = append(firmware, d)
+	if env := os.Getenv(EnvFirmware); env != "" {
+		firmware = nil
+		for _, d := range strings.Split(env, ":") {
+			if d != "" {
+				firmware = append(firmware, d)
+			}
 		}
 	}
 	return bin, firmware

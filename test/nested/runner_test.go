@@ -452,7 +452,48 @@ func TestBootRunsTheMachinesQEMUWithItsFirmware(t *testing.T) {
 	}
 	t.Setenv(EnvQEMU, "")
 	t.Setenv(EnvFirmware, "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	if bin, firmware := QEMUFromEnv(); bin != QEMUBinary || firmware != nil {
 		t.Errorf("QEMUFromEnv unset = %q, %q", bin, firmware)
+	}
+}
+
+// Unless EnvQEMU names one, L1 runs under the QEMU that fetch-l0-qemu.sh
+// unpacked in the user's cache, with that QEMU's own firmware first.
+func TestQEMUFromEnvPrefersTheUnpackedL0(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv(EnvQEMU, "")
+	t.Setenv(EnvFirmware, "")
+	dir := filepath.Join(cache, "tinyvmm", "l0-qemu")
+	if L0Dir() != dir {
+		t.Fatalf("L0Dir = %q, want %q", L0Dir(), dir)
+	}
+	l0 := filepath.Join(dir, "usr", "bin", QEMUBinary)
+	if err := os.MkdirAll(filepath.Dir(l0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Not executable: not a QEMU to run.
+	if err := os.WriteFile(l0, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if bin, firmware := QEMUFromEnv(); bin != QEMUBinary || firmware != nil {
+		t.Errorf("with a non-executable file: %q, %q", bin, firmware)
+	}
+	if err := os.Chmod(l0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "usr", "share", "qemu"), filepath.Join(dir, "usr", "share", "seabios")}
+	if bin, firmware := QEMUFromEnv(); bin != l0 || !slices.Equal(firmware, want) {
+		t.Errorf("QEMUFromEnv = %q, %q; want %q, %q", bin, firmware, l0, want)
+	}
+	t.Setenv(EnvFirmware, "/fw")
+	if bin, firmware := QEMUFromEnv(); bin != l0 || !slices.Equal(firmware, []string{"/fw"}) {
+		t.Errorf("with %s: %q, %q", EnvFirmware, bin, firmware)
+	}
+	t.Setenv(EnvQEMU, "/other/qemu")
+	t.Setenv(EnvFirmware, "")
+	if bin, firmware := QEMUFromEnv(); bin != "/other/qemu" || firmware != nil {
+		t.Errorf("with %s: %q, %q", EnvQEMU, bin, firmware)
 	}
 }
