@@ -79,11 +79,13 @@ func (h hostIRQs) onCPU(before hostIRQs, cpu int) map[string]uint64 {
 	return d
 }
 
-// vcpuThread finds pid's vCPU thread: the thread with the most guest time,
-// and the CPU it last ran on (/proc/PID/task/TID/stat: field 39 is the
-// processor, field 43 guest_time). With one vCPU that thread is the vCPU's,
-// in tinyvmm and QEMU alike. tid 0 and cpu -1 when no thread ran a guest
-// for a clock tick yet.
+// vcpuThread finds pid's vCPU thread and the CPU it last ran on
+// (/proc/PID/task/TID/stat: field 39 is the processor, field 43
+// guest_time): the thread named as a first vCPU (vcpuName), else the one
+// with the most guest time, which with one vCPU is the vCPU's. Guest time
+// is a sample of the clock tick, so a vCPU that shares its CPU at start
+// may have none for a while: the name does not wait for it. tid 0 and
+// cpu -1 when no thread has the name or a tick of guest time yet.
 func vcpuThread(proc string, pid int) (tid, cpu int, err error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid), "task")
 	ents, err := os.ReadDir(dir)
@@ -100,11 +102,20 @@ func vcpuThread(proc string, pid int) (tid, cpu int, err error) {
 		if errors.Is(err, schedstat.ErrEnded) {
 			continue
 		}
+		if vcpuName(th.Name) {
+			return t, th.CPU, nil
+		}
 		if th.GuestTicks > most {
 			tid, cpu, most = t, th.CPU, th.GuestTicks
 		}
 	}
 	return tid, cpu, nil
+}
+
+// vcpuName says whether a thread's name is a first vCPU's: tinyvmm's
+// (vmm/vcpu_loop.go) or QEMU's with debug-threads=on.
+func vcpuName(name string) bool {
+	return name == "vcpu0" || strings.HasPrefix(name, "CPU 0/")
 }
 
 // threadSwitches are a process's context switches and CPU time, per

@@ -154,3 +154,41 @@ func TestThreadSwitchesSince(t *testing.T) {
 		t.Errorf("an idle-class thread: %v; want its 10 wakeups and 10 ms, not its wait", d)
 	}
 }
+
+// A thread named as a first vCPU is the vCPU's before it has a tick of
+// guest time: pinning at the guest's ready line must not wait for the
+// tick, which a vCPU sharing its CPU at start may lack for seconds.
+func TestVCPUThreadByName(t *testing.T) {
+	proc := t.TempDir()
+	thread := func(tid, name, guest string) {
+		dir := filepath.Join(proc, "7", "task", tid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f := make([]string, 44)
+		for i := range f {
+			f[i] = "0"
+		}
+		f[0], f[1], f[2], f[38], f[42] = tid, "("+name+")", "S", "1", guest
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(strings.Join(f, " ")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "status"), []byte("Name:\t"+name+"\nvoluntary_ctxt_switches:\t1\nnonvoluntary_ctxt_switches:\t0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thread("10", "tinyvmm", "0")
+	thread("12", "net-tap0", "0")
+	if tid, cpu, err := vcpuThread(proc, 7); err != nil || tid != 0 || cpu != -1 {
+		t.Errorf("no vCPU yet: vcpuThread = %d, %d, %v; want 0, -1", tid, cpu, err)
+	}
+	thread("11", "vcpu0", "0")
+	if tid, _, err := vcpuThread(proc, 7); err != nil || tid != 11 {
+		t.Errorf("tinyvmm's vcpu0 without guest time: vcpuThread = %d, %v; want 11", tid, err)
+	}
+	thread("11", "CPU 0/KVM", "0")
+	thread("13", "worker", "3") // a tick of guest time, but not the named vCPU
+	if tid, _, err := vcpuThread(proc, 7); err != nil || tid != 11 {
+		t.Errorf("QEMU's CPU 0/KVM without guest time: vcpuThread = %d, %v; want 11", tid, err)
+	}
+}

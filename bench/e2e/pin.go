@@ -60,9 +60,10 @@ func (p *pinning) pinSelf() error {
 	return setThreads("/proc", os.Getpid(), &p.rest)
 }
 
-// pinVCPU moves the VMM pid's vCPU thread (vcpuThread) onto the vCPU's
-// CPU. At the guest's ready line the thread may not have a clock tick of
-// guest time yet; the guest is busy, so it soon has.
+// pinVCPU moves the VMM pid's vCPU thread (vcpuThread, by its name)
+// onto the vCPU's CPU. The wait is for a VMM whose vCPU has no such name:
+// at the guest's ready line that thread may not have a clock tick of
+// guest time yet.
 func (p *pinning) pinVCPU(pid int) error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
