@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tinyvmm/test/nested"
 )
 
 // build builds the lab command into a scratch directory.
@@ -113,15 +115,19 @@ func TestFindRepo(t *testing.T) {
 }
 
 // fakeQEMU puts a qemu-system-x86_64 first in PATH that prints console
-// as L1 would, and returns a kernel file for -kernel.
+// as L1 would, and names it as L1's emulator (over a QEMU unpacked in the
+// user's cache), and returns a kernel file for -kernel.
 func fakeQEMU(t *testing.T, console string) string {
 	t.Helper()
 	dir := t.TempDir()
 	script := "#!/bin/sh\ncat <<'EOF'\n" + console + "EOF\n"
-	if err := os.WriteFile(filepath.Join(dir, "qemu-system-x86_64"), []byte(script), 0o755); err != nil {
+	bin := filepath.Join(dir, "qemu-system-x86_64")
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv(nested.EnvQEMU, bin)
+	t.Setenv(nested.EnvFirmware, "")
 	kernel := filepath.Join(dir, "bzImage")
 	if err := os.WriteFile(kernel, []byte("kernel"), 0o644); err != nil {
 		t.Fatal(err)
