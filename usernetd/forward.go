@@ -76,7 +76,7 @@ func (fw *forwarder) serve(host net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, err := copyGrowing(dst, src)
+		_, err := copyGrowing(dst, src, 0, 0)
 		cw, ok := dst.(interface{ CloseWrite() error })
 		if err == nil && ok {
 			cw.CloseWrite() // pass the end of data on, keep reading the other way

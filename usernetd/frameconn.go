@@ -84,6 +84,7 @@ func (c *frameConn) Read(b []byte) (int, error) {
 		if !c.filter.allow(b[:n-len(h)]) {
 			continue
 		}
+		traceFrame(trLinkRx, b[:n-len(h)])
 		return n - len(h), nil
 	}
 }

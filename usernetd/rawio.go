@@ -110,7 +110,8 @@ func sendmsg(fd int, parts [][]byte) (int, error) {
 // deadlines and Close end the waits as there.
 type rawTCPConn struct {
 	*net.TCPConn
-	rc syscall.RawConn
+	rc   syscall.RawConn
+	port int // its local port, for the trace (TraceEnv)
 }
 
 // hostConn is c with raw reads and writes if it is a TCP connection and
@@ -139,6 +140,11 @@ func (c *rawTCPConn) Read(b []byte) (int, error) {
 			r, errno := rawSyscall6(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
 			if errno == unix.EINTR {
 				continue
+			}
+			if errno != 0 {
+				trace(trHostSys, c.port, -int(errno))
+			} else {
+				trace(trHostSys, c.port, int(r))
 			}
 			n, e = int(r), errno
 			return errno != unix.EAGAIN

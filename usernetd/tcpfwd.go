@@ -28,6 +28,8 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 	linkLocal := tcpip.AddressWithPrefix{Address: tcpip.AddrFrom4([4]byte{169, 254}), PrefixLen: 16}.Subnet()
 	return tcp.NewForwarder(s, 0, 10, func(r *tcp.ForwarderRequest) {
 		addr := r.ID().LocalAddress
+		gport := int(r.ID().RemotePort)
+		trace(trNATReq, gport, 0)
 		if linkLocal.Contains(addr) {
 			r.Complete(true)
 			return
@@ -42,6 +44,9 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 			r.Complete(true) // a reset, as the host's refusal
 			return
 		}
+		hc := host.(*net.TCPConn)
+		lport := hc.LocalAddr().(*net.TCPAddr).Port
+		trace(trNATDialed, gport, lport)
 		var wq waiter.Queue
 		ep, tcpErr := r.CreateEndpoint(&wq)
 		r.Complete(false)
@@ -49,9 +54,13 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 			host.Close()
 			return
 		}
-		hc := host.(*net.TCPConn)
+		trace(trNATEndpoint, gport, 0)
 		hc.SetKeepAlivePeriod(time.Minute) // as tcpproxy sets it
-		splice(gonet.NewTCPConn(&wq, ep), hostConn(hc).(halfCloser))
+		hcc := hostConn(hc)
+		if rc, ok := hcc.(*rawTCPConn); ok {
+			rc.port = lport
+		}
+		splice(gonet.NewTCPConn(&wq, ep), hcc.(halfCloser), gport)
 	})
 }
 
@@ -62,16 +71,19 @@ type halfCloser interface {
 	CloseWrite() error
 }
 
-// splice copies both ways between a and b until both directions end,
-// passing each end of data on as a half close, then closes both.
-func splice(a, b halfCloser) {
+// splice copies both ways between a, the guest's end, and b, the
+// host's, until both directions end, passing each end of data on as a
+// half close, then closes both. gport names the connection in the trace
+// (TraceEnv).
+func splice(a, b halfCloser, gport int) {
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); pipe(a, b) }()
-	go func() { defer wg.Done(); pipe(b, a) }()
+	go func() { defer wg.Done(); pipe(a, b, gport, trH2GRead) }()
+	go func() { defer wg.Done(); pipe(b, a, gport, trG2HRead) }()
 	wg.Wait()
 	a.Close()
 	b.Close()
+	trace(trSpliceDone, gport, 0)
 }
 
 // Copy buffer sizes: a direction starts with copyBufMin and moves to
@@ -85,22 +97,29 @@ const (
 // pipe copies src to dst until src ends or either fails, then closes
 // dst's writing (the end of data, or of what got through) and src's
 // reading, as tcpproxy's copy does.
-func pipe(dst, src halfCloser) {
+// read is the direction's trace kind of a read (trH2GRead or trG2HRead);
+// its write and half close are the two after it.
+func pipe(dst, src halfCloser, gport int, read traceKind) {
 	defer src.CloseRead()
-	defer dst.CloseWrite()
-	copyGrowing(dst, src)
+	defer func() {
+		dst.CloseWrite()
+		trace(read+2, gport, 0)
+	}()
+	copyGrowing(dst, src, gport, read)
 }
 
 // copyGrowing is io.Copy with a buffer that grows from copyBufMin to
-// copyBufMax once a read fills it: the gateway's stack makes a segment of
+// copyBufMax once a read fills it (gport and read: the trace's): the gateway's stack makes a segment of
 // each write into it, and a host socket takes each write in one call.
-func copyGrowing(dst io.Writer, src io.Reader) (int64, error) {
+func copyGrowing(dst io.Writer, src io.Reader, gport int, read traceKind) (int64, error) {
 	buf := make([]byte, copyBufMin)
 	var n int64
 	for {
 		k, err := src.Read(buf)
 		if k > 0 {
+			traceCopy(read, gport, k)
 			w, werr := dst.Write(buf[:k])
+			traceCopy(read+1, gport, w)
 			n += int64(w)
 			if werr != nil {
 				return n, werr
@@ -113,10 +132,18 @@ func copyGrowing(dst io.Writer, src io.Reader) (int64, error) {
 			}
 		}
 		if err == io.EOF {
+			traceCopy(read, gport, -1)
 			return n, nil
 		}
 		if err != nil {
 			return n, err
 		}
+	}
+}
+
+// traceCopy notes a copy's event, if it is traced (k: not 0 or 1).
+func traceCopy(k traceKind, gport, n int) {
+	if k > 1 {
+		trace(k, gport, n)
 	}
 }

@@ -50,7 +50,7 @@ func (c *fakeConn) CloseWrite() error { c.mu.Lock(); c.closedWrt = true; c.mu.Un
 func TestSpliceCopiesGrowWithTheData(t *testing.T) {
 	const size = 4 << 20
 	src, dst := &fakeConn{left: size}, &fakeConn{}
-	pipe(dst, src)
+	pipe(dst, src, 0, trH2GRead)
 	total := 0
 	for _, n := range dst.writes {
 		total += n

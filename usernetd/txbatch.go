@@ -104,6 +104,7 @@ func (t *txBatcher) write(hdr []byte, frame ...[]byte) error {
 	for _, p := range frame {
 		buf = append(buf, p...)
 	}
+	traceFrame(trLinkTx, buf[len(hdr):])
 	t.queue = append(t.queue, buf)
 	t.queued += len(buf)
 	flush := t.holds == 0
@@ -268,6 +269,7 @@ func (t *txBatcher) send(batch [][]byte, wait bool) (int, error) {
 		if full && !wait {
 			return done, nil
 		}
+		trace(trLinkSent, sent, 0)
 		t.calls.Add(1)
 		t.frames.Add(uint64(sent))
 		done += sent

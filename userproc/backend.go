@@ -72,6 +72,13 @@ type Backend struct {
 	closing   chan struct{}
 }
 
+// TraceEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
+// on), names a file it writes a timeline of its NAT's and its link's
+// events to (usernetd's trace): an instrument for finding where a
+// connection's time goes. bench usernet's --trace-server notes the host
+// side of the same connections on the same clock.
+const TraceEnv = "TINYVMM_USERNET_TRACE"
+
 // Find is the path of tinyvmm-usernet: next to the running executable
 // (where make build puts both), else on PATH.
 func Find() (string, error) {

@@ -89,6 +89,7 @@ type Options struct {
 	Sched                  bool          // each cell's context switches and CPU time per thread group
 	GuestStats             bool          // the guest's interrupts and TCP counters around g2h
 	CellGap                int           // seconds the guest sleeps before each cell after the first
+	TraceServer            string        // note the web server's connections' calls in this file
 	BootTimeout            time.Duration // one boot's bound
 }
 
@@ -115,6 +116,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.Sched, "sched", false, "show each cell's context switches and CPU time per thread group of the system under test (and of the benchmark's servers), from /proc, per unit of work")
 	fs.BoolVar(&o.GuestStats, "guest-stats", false, "have the guest print its interrupt counts and TCP counters (segments, autocorking) before and after g2h (see them with --show-console)")
 	fs.IntVar(&o.CellGap, "cell-gap", 0, "the guest sleeps `N` seconds before each cell after the first, so that what a cell left behind (a gateway still forwarding, its garbage) is done before the next one starts")
+	fs.StringVar(&o.TraceServer, "trace-server", "", "note when the web server (h2g, rr) accepts, reads, writes and closes each connection, one line each, in `FILE` (to line up with tinyvmm-usernet's trace, "+userproc.TraceEnv+")")
 	fs.IntVar(&o.ShowConsole, "show-console", 0, "show the last `N` lines of each boot's console (with --run-args --stats: tinyvmm's device counters)")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench usernet", "Usage: tinyvmm-lab bench usernet [flags]   --net user vs QEMU's -netdev user: bulk TCP both ways, round trips, DNS", args, stdout); help || err != nil {
 		return err
@@ -287,7 +289,16 @@ func run(o Options, stdout, stderr io.Writer) error {
 	go h.serveDNS(h.dnsConn)
 	defer h.dnsConn.Close()
 	srv := &http.Server{Handler: h}
-	go srv.Serve(h.web)
+	web := h.web
+	if o.TraceServer != "" {
+		t, err := newServerTrace(o.TraceServer)
+		if err != nil {
+			return err
+		}
+		defer t.close()
+		web = tracedListener{Listener: h.web, t: t}
+	}
+	go srv.Serve(web)
 	defer srv.Close()
 	go func() {
 		for {

@@ -47,6 +47,9 @@ func run(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	if err := usernetd.StartTrace(); err != nil {
+		return fail(err)
+	}
 	b, err := usernetd.Attach(userproc.LinkFd, cfg)
 	if err != nil {
 		return fail(err)
