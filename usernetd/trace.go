@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tinyvmm/userproc"
@@ -46,7 +47,7 @@ type traceEv struct {
 }
 
 var tracer struct {
-	on  bool
+	on  atomic.Bool
 	mu  sync.Mutex
 	evs []traceEv
 	w   *bufio.Writer
@@ -70,7 +71,7 @@ func StartTrace() error {
 	}
 	tracer.f, tracer.w = f, bufio.NewWriter(f)
 	tracer.evs = make([]traceEv, 0, traceMax)
-	tracer.on = true
+	tracer.on.Store(true)
 	go func() {
 		for range time.Tick(traceEvery) {
 			flushTrace()
@@ -103,7 +104,7 @@ func writeTrace(w io.Writer, evs []traceEv) {
 
 // trace notes one event.
 func trace(k traceKind, a, b int) {
-	if !tracer.on {
+	if !tracer.on.Load() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -116,7 +117,7 @@ func trace(k traceKind, a, b int) {
 
 // traceFrame notes a frame to or from the guest if it is TCP over IPv4.
 func traceFrame(k traceKind, f []byte) {
-	if !tracer.on {
+	if !tracer.on.Load() {
 		return
 	}
 	if ports, fl, ok := tcpSummary(f); ok {

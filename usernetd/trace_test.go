@@ -2,9 +2,14 @@ package usernetd
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A TCP frame's summary is its ports and its flags and payload length;
@@ -57,4 +62,74 @@ func FuzzTCPSummary(f *testing.F) {
 	f.Add(make([]byte, 60))
 	f.Add([]byte{12: 8, 13: 0, 14: 0x4f, 23: 6, 60: 0})
 	f.Fuzz(func(t *testing.T, b []byte) { tcpSummary(b) })
+}
+
+// With the trace on, a connection through the NAT leaves its events
+// under the guest's port: the dial, the request, the answer, the host's
+// end of data, the half close and the guest's FIN frame.
+func TestTraceOneConnection(t *testing.T) {
+	tracer.mu.Lock()
+	tracer.evs = make([]traceEv, 0, traceMax)
+	tracer.on.Store(true)
+	tracer.mu.Unlock()
+	t.Cleanup(func() {
+		tracer.mu.Lock()
+		tracer.on.Store(false)
+		tracer.evs = nil
+		tracer.mu.Unlock()
+	})
+	ln, port := hostListener(t)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Read(make([]byte, 16))
+		c.Write([]byte("ok"))
+	}()
+	b := open(t, Config{})
+	g := newTestGuest(t, b, testMAC)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := g.dialGateway(ctx, t, port)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte("GET")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(c); err != nil || string(got) != "ok" {
+		t.Fatalf("%q, %v", got, err)
+	}
+	gport := c.LocalAddr().(*net.TCPAddr).Port
+	want := map[string]bool{"nat-req": false, "nat-dialed": false, "g2h-read 3": false, "h2g-read 2": false,
+		"h2g-read -1": false, "h2g-closed": false, "FIN to the guest": false}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tracer.mu.Lock()
+		for _, e := range tracer.evs {
+			switch {
+			case e.kind == trLinkTx && int(e.a&0xffff) == gport && e.b>>24&1 != 0:
+				want["FIN to the guest"] = true
+			case e.a == int64(gport) && (e.kind == trNATReq || e.kind == trNATDialed || e.kind == trH2GClosed):
+				want[traceNames[e.kind]] = true
+			case e.a == int64(gport) && (e.kind == trG2HRead || e.kind == trH2GRead):
+				want[fmt.Sprintf("%s %d", traceNames[e.kind], e.b)] = true
+			}
+		}
+		tracer.mu.Unlock()
+		missing := ""
+		for k, ok := range want {
+			if !ok {
+				missing += " " + k
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not in the trace:%s", missing)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
