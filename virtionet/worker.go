@@ -50,6 +50,7 @@ type worker struct {
 	scratch []byte
 
 	epfd, stopfd int
+	wring        *ringWait // the wait through io_uring (Tuning.WaitRing), or nil: epoll_wait
 	stopping     atomic.Bool // handlers return early: Reset waits
 	pending      [2]int      // the run queue of the two handlers
 	npending     int
@@ -125,6 +126,11 @@ func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
 		w.closePoll()
 		return nil, fmt.Errorf("net %s: %v", d.cfg.Ifname, err)
 	}
+	if w.tuning.WaitRing {
+		if err := w.openWaitRing(); err != nil {
+			d.cfg.Log("net %s: the worker waits in epoll_wait, not io_uring: %v", d.cfg.Ifname, err)
+		}
+	}
 	return w, nil
 }
 
@@ -166,6 +172,8 @@ func (w *worker) openPoll() error {
 }
 
 func (w *worker) closePoll() {
+	w.wring.close()
+	w.wring = nil
 	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd, w.irqTimer, w.throttleFd} {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -192,6 +200,9 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
+	if w.wring != nil {
+		defer w.wring.flushIrqs() // an interrupt held for a wait that never came
+	}
 	defer w.setBatch(false)          // back to normal before the thread returns to Go's pool
 	defer threadname.Set(w.p.name)() // and its name given back, before Reset returns
 	// The thread may have run other goroutines before: count from now.
@@ -234,12 +245,12 @@ func (w *worker) run() {
 		case w.d.capture != nil:
 			w.d.capture.flush() // about to sleep: let the writer have the frames
 		}
-		n, err := unix.EpollWait(w.epfd, events[:], timeout)
+		n, err := w.wait(events[:], timeout)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			w.fail(fmt.Errorf("net %s: epoll_wait: %v", w.d.cfg.Ifname, err))
+			w.fail(fmt.Errorf("net %s: %v", w.d.cfg.Ifname, err))
 			return
 		}
 		for _, ev := range events[:n] {
@@ -296,6 +307,18 @@ func (w *worker) run() {
 			w.enqueue(qi)
 		}
 	}
+}
+
+// wait waits for the worker's events, timeout -1 or 0 as epoll_wait.
+func (w *worker) wait(events []unix.EpollEvent, timeout int) (int, error) {
+	if w.wring != nil {
+		return w.ringWaitEvents(events, timeout)
+	}
+	n, err := unix.EpollWait(w.epfd, events, timeout)
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		err = fmt.Errorf("epoll_wait: %v", err)
+	}
+	return n, err
 }
 
 func (w *worker) onKick(qi int) {
@@ -368,7 +391,9 @@ func (w *worker) signal(qi int) {
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "irq")
 	}
-	w.irq[qi].Trigger()
+	if w.wring == nil || !w.wring.deferIrq(qi, w.irq[qi]) {
+		w.irq[qi].Trigger()
+	}
 	if qi == rxQueue && w.tuning.RxIrqGapUs > 0 { // publish reads it only then
 		w.lastRxIrq = clock()
 	}
@@ -400,6 +425,9 @@ func (w *worker) waitWritable() {
 // setBackendEvents watches the backend for what rx (readable, while the
 // guest has buffers) and tx (writable, while it was full) wait for.
 func (w *worker) setBackendEvents() bool {
+	if w.wring != nil { // the next wait arms what is wanted
+		return !w.wring.backendOff
+	}
 	ev := unix.EpollEvent{Fd: int32(w.fd)}
 	if w.tapWatched {
 		ev.Events |= unix.EPOLLIN
@@ -413,7 +441,11 @@ func (w *worker) setBackendEvents() bool {
 // dropBackend takes a backend whose peer is gone out of the epoll set:
 // even unwatched, it would report EPOLLHUP forever.
 func (w *worker) dropBackend() {
-	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+	if w.wring != nil {
+		w.wring.backendOff = true
+	} else {
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+	}
 	w.tapWatched = false
 	if w.txFull { // what waited goes now: a write to a closed peer fails
 		w.txFull = false
