@@ -220,6 +220,9 @@ type Tuning struct {
 	// look that need not sleep. Where the kernel lacks what it needs, the
 	// worker says so in one line and waits in epoll_wait.
 	WaitRing bool
+	// WaitRingOwnIrq (experiment, with WaitRing) keeps the irqfd write a
+	// write(2) of its own instead of handing it over in the next enter.
+	WaitRingOwnIrq bool
 }
 
 // DefaultTuning is Linux vhost-net's weights and batch, with busy polling

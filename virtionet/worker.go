@@ -50,7 +50,7 @@ type worker struct {
 	scratch []byte
 
 	epfd, stopfd int
-	wring        *ringWait // the wait through io_uring (Tuning.WaitRing), or nil: epoll_wait
+	wring        *ringWait   // the wait through io_uring (Tuning.WaitRing), or nil: epoll_wait
 	stopping     atomic.Bool // handlers return early: Reset waits
 	pending      [2]int      // the run queue of the two handlers
 	npending     int
@@ -391,7 +391,7 @@ func (w *worker) signal(qi int) {
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "irq")
 	}
-	if w.wring == nil || !w.wring.deferIrq(qi, w.irq[qi]) {
+	if w.wring == nil || w.tuning.WaitRingOwnIrq || !w.wring.deferIrq(qi, w.irq[qi]) {
 		w.irq[qi].Trigger()
 	}
 	if qi == rxQueue && w.tuning.RxIrqGapUs > 0 { // publish reads it only then

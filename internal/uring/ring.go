@@ -24,6 +24,7 @@ const (
 	rwfNowait = 0x8 // RWF_NOWAIT
 
 	sqeFixedFile  = 1 << 0 // IOSQE_FIXED_FILE
+	sqeSkipCQE    = 1 << 6 // IOSQE_CQE_SKIP_SUCCESS (Linux 5.17 on)
 	registerFiles = 2      // IORING_REGISTER_FILES
 	registerProbe = 8      // IORING_REGISTER_PROBE
 	opSupported   = 1 << 0 // IO_URING_OP_SUPPORTED
@@ -247,12 +248,20 @@ func (r *Ring) Write(fd int, iov []unix.Iovec, userData uint64) bool {
 // true). buf must stay in place until Submit or Wait has returned. Unlike
 // Write it may wait for room, as a write(2) on fd would: for an eventfd
 // opened O_NONBLOCK (an irqfd) it completes inside the enter that submits
-// it.
-func (r *Ring) WriteBuf(fd int, buf []byte, userData uint64) bool {
+// it. A quiet write posts a completion only when it fails
+// (IOSQE_CQE_SKIP_SUCCESS, Linux 5.17 on; before, it fails with -EINVAL),
+// so that a Wait that hands it over still sleeps.
+func (r *Ring) WriteBuf(fd int, buf []byte, quiet bool, userData uint64) bool {
 	if len(buf) == 0 || !r.write {
 		return false
 	}
-	return r.queueAt(opWrite, 0, fd, uint64(uintptr(unsafe.Pointer(&buf[0]))), uint32(len(buf)), userData)
+	if !r.queueAt(opWrite, 0, fd, uint64(uintptr(unsafe.Pointer(&buf[0]))), uint32(len(buf)), userData) {
+		return false
+	}
+	if quiet {
+		r.sqes[(r.tail-1)&r.sqMask].flags |= sqeSkipCQE
+	}
+	return true
 }
 
 // PollAdd queues a poll of fd for events (POLLIN, POLLOUT, ...). A single
