@@ -3,7 +3,6 @@ package virtionet
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -38,8 +37,7 @@ type ringWait struct {
 	irqQueued [2]bool // its write is queued
 	one       []byte  // 1 as an eventfd counter, on the heap for the kernel
 
-	kicked [2]bool       // scratch of wait
-	calls  atomic.Uint64 // io_uring_enter calls made (a test reads it)
+	kicked [2]bool // scratch of wait
 }
 
 // Completion tags (user data) of the ring's requests.
@@ -169,7 +167,7 @@ func (w *worker) ringWaitEvents(events []unix.EpollEvent, timeout int) (int, err
 		return 0, errors.New("io_uring: the wait's requests did not fit the ring")
 	}
 	calls, err := r.Wait(timeout != 0)
-	rw.calls.Add(uint64(calls))
+	w.ringCalls.Add(uint64(calls))
 	if err != nil {
 		return 0, err
 	}

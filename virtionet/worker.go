@@ -50,9 +50,10 @@ type worker struct {
 	scratch []byte
 
 	epfd, stopfd int
-	wring        *ringWait   // the wait through io_uring (Tuning.WaitRing), or nil: epoll_wait
-	stopping     atomic.Bool // handlers return early: Reset waits
-	pending      [2]int      // the run queue of the two handlers
+	wring        *ringWait     // the wait through io_uring (Tuning.WaitRing), or nil: epoll_wait
+	ringCalls    atomic.Uint64 // its io_uring_enter calls (a test reads them)
+	stopping     atomic.Bool   // handlers return early: Reset waits
+	pending      [2]int        // the run queue of the two handlers
 	npending     int
 	done         chan struct{}
 
@@ -126,11 +127,6 @@ func newWorker(d *Device, p *pair, a virtio.Activation) (*worker, error) {
 		w.closePoll()
 		return nil, fmt.Errorf("net %s: %v", d.cfg.Ifname, err)
 	}
-	if w.tuning.WaitRing {
-		if err := w.openWaitRing(); err != nil {
-			d.cfg.Log("net %s: the worker waits in epoll_wait, not io_uring: %v", d.cfg.Ifname, err)
-		}
-	}
 	return w, nil
 }
 
@@ -200,9 +196,6 @@ func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
-	if w.wring != nil {
-		defer w.wring.flushIrqs() // an interrupt held for a wait that never came
-	}
 	defer w.setBatch(false)          // back to normal before the thread returns to Go's pool
 	defer threadname.Set(w.p.name)() // and its name given back, before Reset returns
 	// The thread may have run other goroutines before: count from now.
@@ -213,6 +206,14 @@ func (w *worker) run() {
 		w.p.workerTid.Store(0)
 		w.p.workerCPUDone.Add(schedstat.ThreadCPU(int(tid)) - w.p.workerCPUStart.Load())
 	}()
+	if w.tuning.WaitRing {
+		// On this thread: the ring takes its requests from it alone.
+		if err := w.openWaitRing(); err != nil {
+			w.d.cfg.Log("net %s: the worker waits in epoll_wait, not io_uring: %v", w.d.cfg.Ifname, err)
+		} else {
+			defer w.wring.flushIrqs() // an interrupt held for a wait that never came
+		}
+	}
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)
 	w.enqueue(rxQueue)

@@ -19,7 +19,11 @@ const (
 	pollAddMulti = 1 << 0 // IORING_POLL_ADD_MULTI (Linux 5.13 on)
 	cqeFMore     = 1 << 1 // IORING_CQE_F_MORE
 
-	setupCoopTaskrun = 1 << 8 // IORING_SETUP_COOP_TASKRUN (Linux 5.19 on)
+	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN (Linux 5.19 on)
+	setupTaskrunFlag  = 1 << 9  // IORING_SETUP_TASKRUN_FLAG (Linux 5.19 on)
+	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER (Linux 6.0 on)
+	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN (Linux 6.1 on)
+	sqTaskrun         = 1 << 1  // IORING_SQ_TASKRUN
 
 	rwfNowait = 0x8 // RWF_NOWAIT
 
@@ -87,6 +91,8 @@ type Ring struct {
 	sqes           []sqe
 	cqHead, cqTail *uint32
 	cqMask         uint32
+	sqFlags        *uint32 // the kernel's IORING_SQ_* flags
+	deferred       bool    // DEFER_TASKRUN: completions are posted only inside io_uring_enter
 	cqes           []cqe
 	tail           uint32 // our SQ tail: queued, not yet handed to the kernel
 	fixed          int    // the fd registered as fixed file 0 (RegisterFile), or -1
@@ -98,16 +104,33 @@ type Ring struct {
 // disabled (kernel.io_uring_disabled, seccomp).
 func New(entries uint32) (*Ring, error) { return setup(entries, 0) }
 
-// NewWaiter sets up a ring for a thread that sleeps in it (PollAdd,
-// Wait): completions of polls reach that thread when it next enters the
-// kernel, with no interrupt of it while it runs (COOP_TASKRUN, Linux
-// 5.19 on; where the kernel lacks it, an ordinary ring).
+// NewWaiter sets up a ring for the one thread that calls it, which then
+// sleeps in it (PollAdd, Wait) and alone submits to it. Completions of
+// polls are then run by that thread inside its next io_uring_enter
+// (DEFER_TASKRUN, Linux 6.1 on): a wakeup wakes it directly, as an epoll
+// wait is woken, not through task work run on its way back to user space
+// (a signal's path) after any system call. Where the kernel lacks that,
+// the work reaches it when it next enters the kernel, without an
+// interrupt while it runs (COOP_TASKRUN, 5.19 on); before that, an
+// ordinary ring. The caller must stay on its OS thread
+// (runtime.LockOSThread) for as long as it uses the ring.
 func NewWaiter(entries uint32) (*Ring, error) {
-	r, err := setup(entries, setupCoopTaskrun)
-	if errors.Is(err, unix.EINVAL) {
-		r, err = setup(entries, 0)
+	var err error
+	for _, flags := range []uint32{
+		setupSingleIssuer | setupDeferTaskrun | setupTaskrunFlag,
+		setupCoopTaskrun | setupTaskrunFlag,
+		0,
+	} {
+		var r *Ring
+		if r, err = setup(entries, flags); err == nil {
+			r.deferred = flags&setupDeferTaskrun != 0
+			return r, nil
+		}
+		if !errors.Is(err, unix.EINVAL) {
+			break
+		}
 	}
-	return r, err
+	return nil, err
 }
 
 func setup(entries, flags uint32) (*Ring, error) {
@@ -177,6 +200,7 @@ func (r *Ring) mmap(p *params) error {
 	r.sqHead, r.sqTail = u32(r.sqMap, p.sqOff.head), u32(r.sqMap, p.sqOff.tail)
 	r.sqMask = *u32(r.sqMap, p.sqOff.ringMask)
 	r.cqHead, r.cqTail = u32(r.cqMap, p.cqOff.head), u32(r.cqMap, p.cqOff.tail)
+	r.sqFlags = u32(r.sqMap, p.sqOff.flags)
 	r.cqMask = *u32(r.cqMap, p.cqOff.ringMask)
 	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMap[0])), p.sqEntries)
 	r.cqes = unsafe.Slice((*cqe)(unsafe.Pointer(&r.cqMap[p.cqOff.cqes])), p.cqEntries)
@@ -357,16 +381,23 @@ func (r *Ring) Submit(wait int) (calls int, err error) {
 // Wait hands the queued requests to the kernel and, with block, sleeps
 // until a completion is ready: the requests and the sleep in one
 // io_uring_enter. Without block, or with a completion already there and
-// nothing queued, it makes no system call at all. A signal ends the
-// sleep early (EINTR is not an error: the caller looks at what is ready
-// and waits again).
+// nothing queued, it makes no system call at all, unless the kernel has
+// completion work waiting for this thread to run (NewWaiter's rings set
+// IORING_SQ_TASKRUN then). A signal ends the sleep early (EINTR is not an
+// error: the caller looks at what is ready and waits again).
 func (r *Ring) Wait(block bool) (calls int, err error) {
 	atomic.StoreUint32(r.sqTail, r.tail)
 	toSubmit := r.tail - atomic.LoadUint32(r.sqHead)
 	ready := atomic.LoadUint32(r.cqTail) != atomic.LoadUint32(r.cqHead)
 	var flags, minComplete uintptr
-	if block && !ready {
+	switch {
+	case block && !ready:
 		flags, minComplete = enterGetEvents, 1
+	case !block && r.deferred && !ready, atomic.LoadUint32(r.sqFlags)&sqTaskrun != 0:
+		// Runs the work, waits for nothing. Under DEFER_TASKRUN the
+		// kernel raises no flag for work of its own thread, so a look
+		// that must see every event enters the kernel.
+		flags = enterGetEvents
 	}
 	if toSubmit == 0 && flags == 0 {
 		return 0, nil
