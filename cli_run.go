@@ -81,8 +81,6 @@ func newRunFlagSet(f *runFlags) *flag.FlagSet {
 	fs.IntVar(&f.tuning.RxIrqGapUs, "rx-irq-us", f.tuning.RxIrqGapUs, "rx interrupt moderation: at least N us between two rx interrupts; one due sooner waits and covers what arrives meanwhile (0: off)")
 	fs.BoolVar(&f.tuning.PollLone, "poll-lone", f.tuning.PollLone, "busy poll (--poll-us) after frames that come alone too, such as a ping and its reply, when the device's worker can run on a CPU that no vCPU thread may use: the reply then needs no kick and no wakeup; it costs up to --poll-us of CPU per lone frame, so it stops while replies come later than that (off by default: with a guest that halts between interrupts it costs the CPU the host's side needs)")
 	fs.BoolVar(&f.tuning.WorkerBatch, "worker-batch", f.tuning.WorkerBatch, "run the device worker under SCHED_BATCH during tx bursts (a kick on a busy CPU does not preempt the vCPU that is adding frames), and during rx bursts where the worker and the vCPU threads are pinned to different CPUs (a frame from the tap does not preempt its sender) (on by default; --worker-batch=false: off)")
-	fs.BoolVar(&f.tuning.WaitRing, "wait-ring", f.tuning.WaitRing, "the device worker waits in io_uring, not epoll_wait: one io_uring_enter per sleep, with the irqfd writes of the run before it (experiment; off by default; epoll_wait where the kernel lacks multishot polls)")
-	fs.BoolVar(&f.tuning.WaitRingOwnIrq, "wait-ring-own-irq", f.tuning.WaitRingOwnIrq, "with --wait-ring, the irqfd write stays a write(2) of its own (experiment)")
 	fs.IntVar(&f.tuning.WorkerBatchBytes, "worker-batch-bytes", f.tuning.WorkerBatchBytes, "with --worker-batch, a tx run that moved N bytes or more counts as a burst however few its frames, so a bulk sender's lone frames do not preempt its vCPU (0: the network's default, 1024 on --net user, off on a tap; -1: off)")
 	fs.IntVar(&f.tuning.PollUs, "poll-us", f.tuning.PollUs, "busy poll after a burst: for N us after the last frame keep the guest's tx kicks (and rx kicks, when rx buffers run out) off and look at the rings and the tap again after each sched_yield instead of sleeping (0: off)")
 	return fs
@@ -271,7 +269,7 @@ var runFlagGroups = []cliflag.Group{
 	{Title: "Basic flags", Names: []string{"kernel", "initrd", "append", "mem", "cpus", "timeout"}},
 	{Title: "Network", Names: []string{"net", "notify"}},
 	{Title: "Sharing and the guest's root", Names: []string{"share", "root", "rwdir", "share-cache"}},
-	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "tx-yield-pkts", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch", "worker-batch-bytes", "wait-ring", "wait-ring-own-irq"}},
+	{Title: "Tuning the net device's worker", Names: []string{"tx-weight-pkts", "tx-weight-bytes", "tx-yield-pkts", "rx-weight-pkts", "rx-weight-bytes", "rx-batch", "notify-threshold", "rx-irq-us", "poll-us", "poll-lone", "worker-batch", "worker-batch-bytes"}},
 	{Title: "Debugging and benchmarks", Names: []string{"stats", "trace", "bench-guest"}},
 }
 

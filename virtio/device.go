@@ -33,16 +33,6 @@ type Interrupt interface {
 	Trigger() error
 }
 
-// EventfdInterrupt is an Interrupt delivered by a write of 1 to an eventfd
-// (an irqfd), which a device's worker may make itself, in a system call
-// it makes anyway. TriggerFd does all Trigger does but that write, and
-// returns the eventfd to write; -1 with a nil error means nothing is to
-// be written now (a masked vector, its trigger kept pending).
-type EventfdInterrupt interface {
-	Interrupt
-	TriggerFd() (int, error)
-}
-
 // Device is a virtio device model (net, fs, ...) behind a transport.
 type Device interface {
 	// Type is the virtio device ID (1 for net).

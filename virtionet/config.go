@@ -214,15 +214,6 @@ type Tuning struct {
 	// within PollUs, on average (worker.moved): a guest that halts
 	// between interrupts and wakes slower than that keeps its kicks.
 	PollLone bool
-	// WaitRing has the worker wait in io_uring instead of epoll_wait
-	// (waitring.go): one io_uring_enter per sleep, which also hands over
-	// the irqfd writes of the run before it, and no system call for a
-	// look that need not sleep. Where the kernel lacks what it needs, the
-	// worker says so in one line and waits in epoll_wait.
-	WaitRing bool
-	// WaitRingOwnIrq (experiment, with WaitRing) keeps the irqfd write a
-	// write(2) of its own instead of handing it over in the next enter.
-	WaitRingOwnIrq bool
 }
 
 // DefaultTuning is Linux vhost-net's weights and batch, with busy polling

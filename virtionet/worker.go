@@ -50,10 +50,8 @@ type worker struct {
 	scratch []byte
 
 	epfd, stopfd int
-	wring        *ringWait     // the wait through io_uring (Tuning.WaitRing), or nil: epoll_wait
-	ringCalls    atomic.Uint64 // its io_uring_enter calls (a test reads them)
-	stopping     atomic.Bool   // handlers return early: Reset waits
-	pending      [2]int        // the run queue of the two handlers
+	stopping     atomic.Bool // handlers return early: Reset waits
+	pending      [2]int      // the run queue of the two handlers
 	npending     int
 	done         chan struct{}
 
@@ -168,8 +166,6 @@ func (w *worker) openPoll() error {
 }
 
 func (w *worker) closePoll() {
-	w.wring.close()
-	w.wring = nil
 	for _, fd := range []int{w.epfd, w.stopfd, w.timerfd, w.irqTimer, w.throttleFd} {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -206,14 +202,6 @@ func (w *worker) run() {
 		w.p.workerTid.Store(0)
 		w.p.workerCPUDone.Add(schedstat.ThreadCPU(int(tid)) - w.p.workerCPUStart.Load())
 	}()
-	if w.tuning.WaitRing {
-		// On this thread: the ring takes its requests from it alone.
-		if err := w.openWaitRing(); err != nil {
-			w.d.cfg.Log("net %s: the worker waits in epoll_wait, not io_uring: %v", w.d.cfg.Ifname, err)
-		} else {
-			defer w.wring.flushIrqs() // an interrupt held for a wait that never came
-		}
-	}
 	// The driver may have posted buffers before DRIVER_OK.
 	w.enqueue(txQueue)
 	w.enqueue(rxQueue)
@@ -246,12 +234,12 @@ func (w *worker) run() {
 		case w.d.capture != nil:
 			w.d.capture.flush() // about to sleep: let the writer have the frames
 		}
-		n, err := w.wait(events[:], timeout)
+		n, err := unix.EpollWait(w.epfd, events[:], timeout)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			w.fail(fmt.Errorf("net %s: %v", w.d.cfg.Ifname, err))
+			w.fail(fmt.Errorf("net %s: epoll_wait: %v", w.d.cfg.Ifname, err))
 			return
 		}
 		for _, ev := range events[:n] {
@@ -308,18 +296,6 @@ func (w *worker) run() {
 			w.enqueue(qi)
 		}
 	}
-}
-
-// wait waits for the worker's events, timeout -1 or 0 as epoll_wait.
-func (w *worker) wait(events []unix.EpollEvent, timeout int) (int, error) {
-	if w.wring != nil {
-		return w.ringWaitEvents(events, timeout)
-	}
-	n, err := unix.EpollWait(w.epfd, events, timeout)
-	if err != nil && !errors.Is(err, unix.EINTR) {
-		err = fmt.Errorf("epoll_wait: %v", err)
-	}
-	return n, err
 }
 
 func (w *worker) onKick(qi int) {
@@ -392,9 +368,7 @@ func (w *worker) signal(qi int) {
 	if w.trace != nil {
 		w.trace.event(queueName(qi), "irq")
 	}
-	if w.wring == nil || w.tuning.WaitRingOwnIrq || !w.wring.deferIrq(qi, w.irq[qi]) {
-		w.irq[qi].Trigger()
-	}
+	w.irq[qi].Trigger()
 	if qi == rxQueue && w.tuning.RxIrqGapUs > 0 { // publish reads it only then
 		w.lastRxIrq = clock()
 	}
@@ -426,9 +400,6 @@ func (w *worker) waitWritable() {
 // setBackendEvents watches the backend for what rx (readable, while the
 // guest has buffers) and tx (writable, while it was full) wait for.
 func (w *worker) setBackendEvents() bool {
-	if w.wring != nil { // the next wait arms what is wanted
-		return !w.wring.backendOff
-	}
 	ev := unix.EpollEvent{Fd: int32(w.fd)}
 	if w.tapWatched {
 		ev.Events |= unix.EPOLLIN
@@ -442,11 +413,7 @@ func (w *worker) setBackendEvents() bool {
 // dropBackend takes a backend whose peer is gone out of the epoll set:
 // even unwatched, it would report EPOLLHUP forever.
 func (w *worker) dropBackend() {
-	if w.wring != nil {
-		w.wring.backendOff = true
-	} else {
-		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
-	}
+	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
 	w.tapWatched = false
 	if w.txFull { // what waited goes now: a write to a closed peer fails
 		w.txFull = false

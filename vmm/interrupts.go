@@ -157,21 +157,6 @@ func (v *msiVector) Trigger() error {
 	return signalEventfd(v.fd)
 }
 
-// TriggerFd implements virtio.EventfdInterrupt: Trigger without the
-// eventfd write, whose fd it returns (-1 while masked: pending).
-func (v *msiVector) TriggerFd() (int, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	switch {
-	case v.closed:
-		return -1, fmt.Errorf("MSI vector on GSI %d is closed", v.gsi)
-	case v.masked:
-		v.pending = true
-		return -1, nil
-	}
-	return v.fd, nil
-}
-
 // Update implements pci.MSIVector.
 func (v *msiVector) Update(addr uint64, data uint32, masked bool) error {
 	v.mu.Lock()

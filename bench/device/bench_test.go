@@ -141,18 +141,9 @@ func BenchmarkRx(b *testing.B) {
 // time the peer waits.
 func BenchmarkLoneRoundTrip(b *testing.B) {
 	skipUnlessNetns(b)
-	for _, run := range []struct {
-		io   virtionet.IOMode
-		ring bool
-	}{{virtionet.IOUring, false}, {virtionet.IOWritev, false}, {virtionet.IOWritev, true}} {
-		name := "io=" + string(run.io)
-		if run.ring {
-			name += "/wait=ring"
-		}
-		b.Run(name, func(b *testing.B) {
-			tuning := virtionet.DefaultTuning()
-			tuning.WaitRing = run.ring
-			env, err := newEnvIO(false, run.io, tuning, 0)
+	for _, io := range []virtionet.IOMode{virtionet.IOUring, virtionet.IOWritev} {
+		b.Run("io="+string(io), func(b *testing.B) {
+			env, err := newEnvIO(false, io, virtionet.DefaultTuning(), 0)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,24 +11,13 @@ import (
 
 // The parts of <linux/io_uring.h> used here.
 const (
-	opReadv   = 1  // IORING_OP_READV
-	opWritev  = 2  // IORING_OP_WRITEV
-	opPollAdd = 6  // IORING_OP_POLL_ADD
-	opWrite   = 23 // IORING_OP_WRITE
-
-	pollAddMulti = 1 << 0 // IORING_POLL_ADD_MULTI (Linux 5.13 on)
-	cqeFMore     = 1 << 1 // IORING_CQE_F_MORE
-
-	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN (Linux 5.19 on)
-	setupTaskrunFlag  = 1 << 9  // IORING_SETUP_TASKRUN_FLAG (Linux 5.19 on)
-	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER (Linux 6.0 on)
-	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN (Linux 6.1 on)
-	sqTaskrun         = 1 << 1  // IORING_SQ_TASKRUN
+	opReadv  = 1  // IORING_OP_READV
+	opWritev = 2  // IORING_OP_WRITEV
+	opWrite  = 23 // IORING_OP_WRITE
 
 	rwfNowait = 0x8 // RWF_NOWAIT
 
 	sqeFixedFile  = 1 << 0 // IOSQE_FIXED_FILE
-	sqeSkipCQE    = 1 << 6 // IOSQE_CQE_SKIP_SUCCESS (Linux 5.17 on)
 	registerFiles = 2      // IORING_REGISTER_FILES
 	registerProbe = 8      // IORING_REGISTER_PROBE
 	opSupported   = 1 << 0 // IO_URING_OP_SUPPORTED
@@ -91,8 +80,6 @@ type Ring struct {
 	sqes           []sqe
 	cqHead, cqTail *uint32
 	cqMask         uint32
-	sqFlags        *uint32 // the kernel's IORING_SQ_* flags
-	deferred       bool    // DEFER_TASKRUN: completions are posted only inside io_uring_enter
 	cqes           []cqe
 	tail           uint32 // our SQ tail: queued, not yet handed to the kernel
 	fixed          int    // the fd registered as fixed file 0 (RegisterFile), or -1
@@ -102,39 +89,8 @@ type Ring struct {
 // New sets up a ring with room for entries requests in flight (a power of
 // two up to 4096). It fails, with the reason, where io_uring is missing or
 // disabled (kernel.io_uring_disabled, seccomp).
-func New(entries uint32) (*Ring, error) { return setup(entries, 0) }
-
-// NewWaiter sets up a ring for the one thread that calls it, which then
-// sleeps in it (PollAdd, Wait) and alone submits to it. Completions of
-// polls are then run by that thread inside its next io_uring_enter
-// (DEFER_TASKRUN, Linux 6.1 on): a wakeup wakes it directly, as an epoll
-// wait is woken, not through task work run on its way back to user space
-// (a signal's path) after any system call. Where the kernel lacks that,
-// the work reaches it when it next enters the kernel, without an
-// interrupt while it runs (COOP_TASKRUN, 5.19 on); before that, an
-// ordinary ring. The caller must stay on its OS thread
-// (runtime.LockOSThread) for as long as it uses the ring.
-func NewWaiter(entries uint32) (*Ring, error) {
-	var err error
-	for _, flags := range []uint32{
-		setupSingleIssuer | setupDeferTaskrun | setupTaskrunFlag,
-		setupCoopTaskrun | setupTaskrunFlag,
-		0,
-	} {
-		var r *Ring
-		if r, err = setup(entries, flags); err == nil {
-			r.deferred = flags&setupDeferTaskrun != 0
-			return r, nil
-		}
-		if !errors.Is(err, unix.EINVAL) {
-			break
-		}
-	}
-	return nil, err
-}
-
-func setup(entries, flags uint32) (*Ring, error) {
-	p := params{flags: flags}
+func New(entries uint32) (*Ring, error) {
+	var p params
 	fd, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if e != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", e)
@@ -147,10 +103,6 @@ func setup(entries, flags uint32) (*Ring, error) {
 	r.write = r.supports(opWrite)
 	return r, nil
 }
-
-// CanWrite reports whether the kernel takes IORING_OP_WRITE (Linux 5.6
-// on), which WriteBuf needs.
-func (r *Ring) CanWrite() bool { return r.write }
 
 // probe is struct io_uring_probe with room for the ops up to opWrite.
 type probe struct {
@@ -200,7 +152,6 @@ func (r *Ring) mmap(p *params) error {
 	r.sqHead, r.sqTail = u32(r.sqMap, p.sqOff.head), u32(r.sqMap, p.sqOff.tail)
 	r.sqMask = *u32(r.sqMap, p.sqOff.ringMask)
 	r.cqHead, r.cqTail = u32(r.cqMap, p.cqOff.head), u32(r.cqMap, p.cqOff.tail)
-	r.sqFlags = u32(r.sqMap, p.sqOff.flags)
 	r.cqMask = *u32(r.cqMap, p.cqOff.ringMask)
 	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&r.sqeMap[0])), p.sqEntries)
 	r.cqes = unsafe.Slice((*cqe)(unsafe.Pointer(&r.cqMap[p.cqOff.cqes])), p.cqEntries)
@@ -268,46 +219,6 @@ func (r *Ring) Write(fd int, iov []unix.Iovec, userData uint64) bool {
 	return r.queueAt(opWrite, rwfNowait, fd, uint64(uintptr(unsafe.Pointer(iov[0].Base))), uint32(iov[0].Len), userData)
 }
 
-// WriteBuf queues an IORING_OP_WRITE of buf to fd (CanWrite must be
-// true). buf must stay in place until Submit or Wait has returned. Unlike
-// Write it may wait for room, as a write(2) on fd would: for an eventfd
-// opened O_NONBLOCK (an irqfd) it completes inside the enter that submits
-// it. A quiet write posts a completion only when it fails
-// (IOSQE_CQE_SKIP_SUCCESS, Linux 5.17 on; before, it fails with -EINVAL),
-// so that a Wait that hands it over still sleeps.
-func (r *Ring) WriteBuf(fd int, buf []byte, quiet bool, userData uint64) bool {
-	if len(buf) == 0 || !r.write {
-		return false
-	}
-	if !r.queueAt(opWrite, 0, fd, uint64(uintptr(unsafe.Pointer(&buf[0]))), uint32(len(buf)), userData) {
-		return false
-	}
-	if quiet {
-		r.sqes[(r.tail-1)&r.sqMask].flags |= sqeSkipCQE
-	}
-	return true
-}
-
-// PollAdd queues a poll of fd for events (POLLIN, POLLOUT, ...). A single
-// poll completes once, with the events found in res, as soon as one of
-// them is there (at once if it already is). A multishot poll (multi,
-// Linux 5.13 on) completes each time fd's wait queue is woken with one of
-// them, as an edge-triggered epoll entry reports, and stays armed while
-// its completions carry More; one without it has ended (the completion
-// queue was full, or an error in res) and must be queued again.
-func (r *Ring) PollAdd(fd int, events uint32, multi bool, userData uint64) bool {
-	var n uint32
-	if multi {
-		n = pollAddMulti
-	}
-	// poll32_events shares the SQE's rw_flags; len carries the flags.
-	return r.queueAt(opPollAdd, events, fd, 0, n, userData)
-}
-
-// More reports whether a completion's flags say its multishot request
-// stays armed.
-func More(flags uint32) bool { return flags&cqeFMore != 0 }
-
 func (r *Ring) queue(op uint8, rwFlags uint32, fd int, iov []unix.Iovec, userData uint64) bool {
 	if len(iov) == 0 {
 		return false
@@ -325,13 +236,9 @@ func (r *Ring) queueAt(op uint8, rwFlags uint32, fd int, addr uint64, n uint32, 
 	if fd == r.fixed {
 		fd, flags = 0, sqeFixedFile // index 0 of the registered files
 	}
-	off := ^uint64(0) // -1: the file's own position; a tap has none
-	if op == opPollAdd {
-		off = 0
-	}
 	r.sqes[r.tail&r.sqMask] = sqe{
 		opcode: op, flags: flags, fd: int32(fd),
-		off:  off,
+		off:  ^uint64(0), // -1: the file's own position; a tap has none
 		addr: addr, len: n,
 		rwFlags: rwFlags, userData: userData,
 	}
@@ -376,57 +283,6 @@ func (r *Ring) Submit(wait int) (calls int, err error) {
 			return calls, errNoProgress
 		}
 	}
-}
-
-// Wait hands the queued requests to the kernel and, with block, sleeps
-// until a completion is ready: the requests and the sleep in one
-// io_uring_enter. Without block, or with a completion already there and
-// nothing queued, it makes no system call at all, unless the kernel has
-// completion work waiting for this thread to run (NewWaiter's rings set
-// IORING_SQ_TASKRUN then). A signal ends the sleep early (EINTR is not an
-// error: the caller looks at what is ready and waits again).
-func (r *Ring) Wait(block bool) (calls int, err error) {
-	atomic.StoreUint32(r.sqTail, r.tail)
-	toSubmit := r.tail - atomic.LoadUint32(r.sqHead)
-	ready := atomic.LoadUint32(r.cqTail) != atomic.LoadUint32(r.cqHead)
-	var flags, minComplete uintptr
-	switch {
-	case block && !ready:
-		flags, minComplete = enterGetEvents, 1
-	case !block && r.deferred && !ready, atomic.LoadUint32(r.sqFlags)&sqTaskrun != 0:
-		// Runs the work, waits for nothing. Under DEFER_TASKRUN the
-		// kernel raises no flag for work of its own thread, so a look
-		// that must see every event enters the kernel.
-		flags = enterGetEvents
-	}
-	if toSubmit == 0 && flags == 0 {
-		return 0, nil
-	}
-	n, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit), minComplete, flags, 0, 0)
-	switch {
-	case e == unix.EINTR:
-		// Requests taken before the signal are the kernel's: a later
-		// Wait submits the rest.
-		return 1, nil
-	case e != 0:
-		r.discard()
-		return 1, fmt.Errorf("io_uring_enter: %w", e)
-	case n == 0 && toSubmit > 0:
-		r.discard()
-		return 1, errNoProgress
-	}
-	return 1, nil
-}
-
-// ReapFlags is Reap with each completion's flags (More).
-func (r *Ring) ReapFlags(f func(userData uint64, res int32, flags uint32)) int {
-	head, tail := atomic.LoadUint32(r.cqHead), atomic.LoadUint32(r.cqTail)
-	for i := head; i != tail; i++ {
-		c := &r.cqes[i&r.cqMask]
-		f(c.userData, c.res, c.flags)
-	}
-	atomic.StoreUint32(r.cqHead, tail)
-	return int(tail - head)
 }
 
 // discard forgets the requests the kernel has not taken. Without SQPOLL

@@ -3,8 +3,6 @@ package pci
 import (
 	"encoding/binary"
 	"sync/atomic"
-
-	"tinyvmm/virtio"
 )
 
 // ISR status bits (virtio 1.2, 4.1.4.5). With MSI-X the queue bit is
@@ -149,22 +147,6 @@ func (m *msixVector) Trigger() error {
 		return m.v.Trigger()
 	}
 	return nil
-}
-
-// TriggerFd implements virtio.EventfdInterrupt where the vector does; a
-// vector that does not is triggered here, and -1 returned.
-func (m *msixVector) TriggerFd() (int, error) {
-	m.pending.Store(true)
-	if m.masked.Load() {
-		return -1, nil
-	}
-	if !m.pending.Swap(false) {
-		return -1, nil
-	}
-	if ei, ok := m.v.(virtio.EventfdInterrupt); ok {
-		return ei.TriggerFd()
-	}
-	return -1, m.v.Trigger()
 }
 
 func (m *msixVector) setMasked(masked bool) {
