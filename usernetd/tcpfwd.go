@@ -3,7 +3,6 @@ package usernetd
 import (
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -39,19 +38,18 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 			addr = to
 		}
 		natLock.Unlock()
-		host, err := net.Dial("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(r.ID().LocalPort))))
+		hc, err := dialNAT(addr, r.ID().LocalPort)
 		if err != nil {
 			r.Complete(true) // a reset, as the host's refusal
 			return
 		}
-		hc := host.(*net.TCPConn)
 		lport := hc.LocalAddr().(*net.TCPAddr).Port
 		trace(trNATDialed, gport, lport)
 		var wq waiter.Queue
 		ep, tcpErr := r.CreateEndpoint(&wq)
 		r.Complete(false)
 		if tcpErr != nil {
-			host.Close()
+			hc.Close()
 			return
 		}
 		trace(trNATEndpoint, gport, 0)
