@@ -3,6 +3,7 @@ package usernetd
 import (
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,18 +39,19 @@ func tcpNAT(s *stack.Stack, nat map[tcpip.Address]tcpip.Address, natLock *sync.M
 			addr = to
 		}
 		natLock.Unlock()
-		hc, err := dialNAT(addr, r.ID().LocalPort)
+		host, err := net.Dial("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(r.ID().LocalPort))))
 		if err != nil {
 			r.Complete(true) // a reset, as the host's refusal
 			return
 		}
+		hc := host.(*net.TCPConn)
 		lport := hc.LocalAddr().(*net.TCPAddr).Port
 		trace(trNATDialed, gport, lport)
 		var wq waiter.Queue
 		ep, tcpErr := r.CreateEndpoint(&wq)
 		r.Complete(false)
 		if tcpErr != nil {
-			hc.Close()
+			host.Close()
 			return
 		}
 		trace(trNATEndpoint, gport, 0)
