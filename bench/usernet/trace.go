@@ -12,7 +12,7 @@ import (
 // serverTrace notes when the web server's connections were accepted,
 // read, written and closed, one line each: "NS EVENT PORT N", PORT the
 // peer's (the gateway's host socket's), on the clock tinyvmm-usernet's
-// trace uses (usernetd.TraceEnv), so the two line up.
+// trace uses (userproc.TraceEnv), so the two line up.
 type serverTrace struct {
 	mu sync.Mutex
 	w  *bufio.Writer
