@@ -52,6 +52,8 @@ var tracer struct {
 	evs []traceEv
 	w   *bufio.Writer
 	f   *os.File
+	// stop ends the writer goroutine, which closes done as it returns.
+	stop, done chan struct{}
 }
 
 // traceMax bounds the events held between two writes of the file.
@@ -72,9 +74,18 @@ func StartTrace() error {
 	tracer.f, tracer.w = f, bufio.NewWriter(f)
 	tracer.evs = make([]traceEv, 0, traceMax)
 	tracer.on.Store(true)
+	tracer.stop, tracer.done = make(chan struct{}), make(chan struct{})
 	go func() {
-		for range time.Tick(traceEvery) {
-			flushTrace()
+		defer close(tracer.done)
+		tick := time.NewTicker(traceEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				flushTrace()
+			case <-tracer.stop:
+				return
+			}
 		}
 	}()
 	return nil
@@ -90,6 +101,21 @@ func flushTrace() {
 	tracer.mu.Unlock()
 	writeTrace(tracer.w, evs)
 	tracer.w.Flush()
+}
+
+// StopTrace writes the events the ticker has not written yet and closes
+// the file: without it, a process that exits loses up to traceEvery of
+// the timeline's end.
+func StopTrace() {
+	if tracer.f == nil {
+		return
+	}
+	tracer.on.Store(false)
+	close(tracer.stop)
+	<-tracer.done
+	flushTrace()
+	tracer.f.Close()
+	tracer.f = nil
 }
 
 func writeTrace(w io.Writer, evs []traceEv) {

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"tinyvmm/userproc"
 )
 
 // A TCP frame's summary is its ports and its flags and payload length;
@@ -131,5 +135,24 @@ func TestTraceOneConnection(t *testing.T) {
 			t.Fatalf("not in the trace:%s", missing)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// StopTrace writes what the ticker has not: an event just before the
+// process ends is in the file.
+func TestStopTraceWritesTheTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace")
+	t.Setenv(userproc.TraceEnv, path)
+	if err := StartTrace(); err != nil {
+		t.Fatal(err)
+	}
+	trace(trNATReq, 40000, 0)
+	StopTrace()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(b), " nat-req 40000 0\n") {
+		t.Fatalf("the trace file has %q", b)
 	}
 }

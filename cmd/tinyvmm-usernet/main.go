@@ -50,6 +50,7 @@ func run(args []string) int {
 	if err := usernetd.StartTrace(); err != nil {
 		return fail(err)
 	}
+	defer usernetd.StopTrace()
 	b, err := usernetd.Attach(userproc.LinkFd, cfg)
 	if err != nil {
 		return fail(err)
