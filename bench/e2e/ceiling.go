@@ -58,8 +58,15 @@ func (r CeilingResult) PPS() float64 {
 	return float64(r.Frames) / r.Duration.Seconds()
 }
 
-func withTap(ns *Namespace, f func(fd int) error) error {
+// withTap runs f with the namespace's tap open, on a thread placed where
+// a VMM's device runs (pin may be nil).
+func withTap(ns *Namespace, pin *pinning, f func(fd int) error) error {
 	return ns.Do(func() error {
+		back, err := pin.placeDevice()
+		if err != nil {
+			return err
+		}
+		defer back()
 		fd, err := openTapFD(TapName)
 		if err != nil {
 			return err
@@ -81,9 +88,9 @@ func writeFrame(fd int, buf []byte) (bool, error) {
 
 // CeilingTx floods size-byte bench frames into the tap for dur, as a
 // guest's tx would arrive from a device.
-func CeilingTx(ns *Namespace, size int, dur time.Duration) (CeilingResult, error) {
+func CeilingTx(ns *Namespace, size int, dur time.Duration, pin *pinning) (CeilingResult, error) {
 	var r CeilingResult
-	err := withTap(ns, func(fd int) error {
+	err := withTap(ns, pin, func(fd int) error {
 		buf := make([]byte, vnetHdrLen+size)
 		start := time.Now()
 		for seq := uint64(0); ; seq++ {
@@ -108,9 +115,9 @@ func CeilingTx(ns *Namespace, size int, dur time.Duration) (CeilingResult, error
 // CeilingRx reads bench frames from the tap for dur after the first one
 // (ending early after a second of silence, or after wait without any).
 // ready is closed once the tap is attached.
-func CeilingRx(ns *Namespace, dur, wait time.Duration, ready chan<- struct{}) (CeilingResult, error) {
+func CeilingRx(ns *Namespace, dur, wait time.Duration, ready chan<- struct{}, pin *pinning) (CeilingResult, error) {
 	var r CeilingResult
-	err := withTap(ns, func(fd int) error {
+	err := withTap(ns, pin, func(fd int) error {
 		close(ready)
 		buf := make([]byte, vnetHdrLen+2048)
 		var first, last time.Time
@@ -156,9 +163,9 @@ func pollIn(fd int, d time.Duration) {
 
 // CeilingEcho answers ARP and ping on the tap for dur, as the guest's echo
 // mode does; with flood it also writes size-byte frames between reads.
-func CeilingEcho(ns *Namespace, flood bool, size int, dur time.Duration, ready chan<- struct{}) (CeilingResult, error) {
+func CeilingEcho(ns *Namespace, flood bool, size int, dur time.Duration, ready chan<- struct{}, pin *pinning) (CeilingResult, error) {
 	var r CeilingResult
-	err := withTap(ns, func(fd int) error {
+	err := withTap(ns, pin, func(fd int) error {
 		close(ready)
 		in := make([]byte, vnetHdrLen+2048)
 		out := make([]byte, vnetHdrLen+size)

@@ -46,6 +46,9 @@ type Options struct {
 	// Pin gives each run's vCPU a CPU of its own and keeps everything else
 	// off it (--pin, pin.go); it needs 2 CPUs.
 	Pin bool
+	// PinApart, with Pin, also gives the harness a CPU of its own, apart
+	// from the VMMs' threads (--pin-apart, pin.go); it needs 3 CPUs.
+	PinApart bool
 	// CPUProfile, when set, gets tinyvmm's Go CPU profile of its last tx
 	// run, and CPUProfile+".rx" that of its last rx run (a development
 	// flag of bench e2e, --cpuprofile).
@@ -263,7 +266,7 @@ func RunE2E(o Options) (*Report, error) {
 		r.lxHelper = self // the guest's side of the linux cells: bench e2e lxguest
 	}
 	if o.Pin {
-		p, err := newPinning()
+		p, err := newPinning(o.PinApart)
 		if err == nil {
 			err = p.pinSelf()
 		}
@@ -281,6 +284,11 @@ func RunE2E(o Options) (*Report, error) {
 		return nil, err
 	}
 	rep.plan(exps)
+	if sc, err := MeasureSwitchCost(r.lxHelper); err != nil {
+		fmt.Fprintf(o.Out, "bench e2e: the switch cost not measured: %v\n", err)
+	} else {
+		rep.Machine.Switch = &sc
+	}
 	// Ctrl-C or SIGTERM: no new run starts; the current one ends within
 	// its bounds and cleans up its namespace, and the table shows what ran.
 	var interrupted atomic.Bool

@@ -19,6 +19,10 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 		// The Linux guest's side of the linux cells (lxguest.go), not for users.
 		return MainLXGuest(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "switchecho" {
+		// The other process of MeasureSwitchCost (switchcost.go), not for users.
+		return MainSwitchEcho(args[1:])
+	}
 	o := DefaultOptions()
 	o.Out = stdout
 	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
@@ -32,6 +36,7 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.QEMUMachine, "qemu-machine", o.QEMUMachine, "QEMU's -M (the default has no PIT: the bench guest takes no interrupts)")
 	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (bench/nested.sh: L1's no-io-uring.so)")
 	fs.BoolVar(&o.Pin, "pin", o.Pin, "give each run's vCPU thread the last CPU to itself, the harness and the VMMs' other threads the rest, as a host tuned for VMs does (needs 2 CPUs)")
+	fs.BoolVar(&o.PinApart, "pin-apart", o.PinApart, "with --pin, also give the harness (senders, sink, pinger) the first CPU to itself, apart from the VMMs' threads and vhost's (needs 3 CPUs)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "development: tinyvmm's Go CPU profile of its last tx run goes to `FILE`, of its last rx run to FILE.rx")
 	kicks := fs.String("kicks", intlist.Format(o.Kicks), "seed 000 sweep: kick thresholds, comma-separated (empty: none)")
 	fs.Func("variant", "also run tinyvmm with extra flags, interleaved: `NAME=FLAGS`, the flags apart by commas or spaces (like fast=--worker-batch,--poll-us=200; net:KEY=VALUE goes into the NIC's --net, like vec=net:io=writev; bin:PATH runs another tinyvmm build, like old=bin:/tmp/tinyvmm-old; repeatable)", func(v string) error {
@@ -48,6 +53,9 @@ func MainE2E(args []string, stdout, stderr io.Writer) error {
 	weights := fs.String("weights", intlist.Format(o.Weights), "seed 002 sweep: tinyvmm --tx-weight-pkts values (0 = unlimited)")
 	if help, err := cliflag.ParseFlagsOnly(fs, "bench e2e", "Usage: tinyvmm-lab bench e2e [flags]", args, stdout); help || err != nil {
 		return err
+	}
+	if o.PinApart && !o.Pin {
+		return cliflag.Usagef("bench e2e: --pin-apart goes with --pin")
 	}
 	if o.Runs < 1 || o.Secs < 1 {
 		return cliflag.Usagef("bench e2e: --runs %d --secs %d: give at least 1 of each", o.Runs, o.Secs)

@@ -22,49 +22,99 @@ import (
 // loop runs with the rest, where a VMM's device does: on the vCPU's CPU,
 // or free to go there, its every write woke the sink on the other CPU with
 // an interrupt, which cut its rate several times over.
+//
+// With apart (--pin-apart, 3 CPUs or more) the harness (its senders,
+// sink and pinger, the Linux cells' host-side tools) gets the first CPU
+// to itself too, and the VMMs' other threads, vhost's workers and the
+// ceiling's tap loop the CPUs between. A device's thread is then never
+// woken by switching away from the harness's address space on its own
+// CPU: a kernel thread such as vhost's borrows whatever address space
+// was there, a user-space worker must switch, and in a nested L1 under
+// TCG that switch flushes the emulator's TLB (switchcost.go).
 type pinning struct {
 	vcpu, rest unix.CPUSet
 	vcpuCPU    int
+	// harness is the harness's own CPU with apart (harnessCPU), empty
+	// without (harnessCPU -1).
+	harness    unix.CPUSet
+	harnessCPU int
 }
 
 // newPinning splits the CPUs this process may use: the last for the
-// vCPU, the others for the rest. It needs two.
-func newPinning() (*pinning, error) {
+// vCPU, the others for the rest (with apart, the first for the harness
+// and those between for the rest). It needs two CPUs, three with apart.
+func newPinning(apart bool) (*pinning, error) {
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	if all.Count() < 2 {
-		return nil, fmt.Errorf("--pin needs 2 CPUs, this process may use %d", all.Count())
+	if need := map[bool]int{false: 2, true: 3}[apart]; all.Count() < need {
+		return nil, fmt.Errorf("needs %d CPUs, this process may use %d", need, all.Count())
 	}
-	p := &pinning{rest: all, vcpuCPU: -1}
-	for c := len(all)*64 - 1; c >= 0; c-- {
+	var cpus []int
+	for c := 0; c < len(all)*64; c++ {
 		if all.IsSet(c) {
-			p.vcpuCPU = c
-			break
+			cpus = append(cpus, c)
 		}
 	}
+	p := &pinning{rest: all, vcpuCPU: cpus[len(cpus)-1], harnessCPU: -1}
 	p.vcpu.Set(p.vcpuCPU)
 	p.rest.Clear(p.vcpuCPU)
+	if apart {
+		p.harnessCPU = cpus[0]
+		p.harness.Set(p.harnessCPU)
+		p.rest.Clear(p.harnessCPU)
+	}
 	return p, nil
 }
 
 // String says where things run, for the report's header.
 func (p *pinning) String() string {
+	if p.harnessCPU >= 0 {
+		return fmt.Sprintf("the vCPU thread pinned to CPU %d, the harness to CPU %d, the VMMs' other threads between", p.vcpuCPU, p.harnessCPU)
+	}
 	return fmt.Sprintf("the vCPU thread pinned to CPU %d, all other threads (harness, VMM) off it", p.vcpuCPU)
 }
 
-// pinSelf moves every thread of this process off the vCPU's CPU; threads
-// made later inherit it, and so do the VMMs the harness starts.
+// self is where the harness runs.
+func (p *pinning) self() *unix.CPUSet {
+	if p.harnessCPU >= 0 {
+		return &p.harness
+	}
+	return &p.rest
+}
+
+// pinSelf moves every thread of this process off the vCPU's CPU (with
+// apart, onto the harness's); threads made later inherit it, and so do
+// the VMMs the harness starts until pinVCPU moves them.
 func (p *pinning) pinSelf() error {
-	return setThreads("/proc", os.Getpid(), &p.rest)
+	return setThreads("/proc", os.Getpid(), p.self())
+}
+
+// placeDevice moves the calling (locked) thread, which stands for a VMM's
+// device (the ceiling's tap loop), to the VMMs' CPUs until back puts it
+// with the harness again; nil-safe, and a no-op without apart.
+func (p *pinning) placeDevice() (back func(), err error) {
+	if p == nil || p.harnessCPU < 0 {
+		return func() {}, nil
+	}
+	if err := unix.SchedSetaffinity(0, &p.rest); err != nil {
+		return nil, fmt.Errorf("place the ceiling's tap loop: %w", err)
+	}
+	return func() { unix.SchedSetaffinity(0, &p.harness) }, nil
 }
 
 // pinVCPU moves the VMM pid's vCPU thread (vcpuThread, by its name)
-// onto the vCPU's CPU. The wait is for a VMM whose vCPU has no such name:
-// at the guest's ready line that thread may not have a clock tick of
-// guest time yet.
+// onto the vCPU's CPU, and with apart its other threads off the
+// harness's. The wait is for a VMM whose vCPU has no such name: at the
+// guest's ready line that thread may not have a clock tick of guest time
+// yet.
 func (p *pinning) pinVCPU(pid int) error {
+	if p.harnessCPU >= 0 {
+		if err := setThreads("/proc", pid, &p.rest); err != nil {
+			return err
+		}
+	}
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		tid, _, err := vcpuThread("/proc", pid)

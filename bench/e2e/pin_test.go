@@ -16,7 +16,7 @@ func TestPinningGivesTheVCPUOneCPUAndTheRestTheOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.SchedSetaffinity(0, &orig)
-	p, err := newPinning()
+	p, err := newPinning(false)
 	if orig.Count() < 2 {
 		if err == nil {
 			t.Fatal("newPinning accepted a single CPU")
@@ -38,4 +38,37 @@ func TestPinningGivesTheVCPUOneCPUAndTheRestTheOthers(t *testing.T) {
 	if now != p.rest {
 		t.Errorf("after pinSelf this thread may use %v, want %v", now, p.rest)
 	}
+}
+
+func TestPinningApartGivesTheHarnessACPUOfItsOwn(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPinning(true)
+	if all.Count() < 3 {
+		if err == nil {
+			t.Fatalf("newPinning(apart) accepted %d CPUs", all.Count())
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.harness.Count() != 1 || !p.harness.IsSet(p.harnessCPU) || p.rest.IsSet(p.harnessCPU) ||
+		p.rest.IsSet(p.vcpuCPU) || p.harnessCPU == p.vcpuCPU || p.rest.Count() != all.Count()-2 {
+		t.Fatalf("harness %v (CPU %d), rest %v, vcpu CPU %d, from %v", p.harness, p.harnessCPU, p.rest, p.vcpuCPU, all)
+	}
+	if *p.self() != p.harness {
+		t.Errorf("the harness runs on %v, want %v", *p.self(), p.harness)
+	}
+}
+
+func TestPlaceDeviceWithoutApartLeavesTheThread(t *testing.T) {
+	var nilPin *pinning
+	back, err := nilPin.placeDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back()
 }

@@ -36,6 +36,8 @@ type Machine struct {
 	PVM bool   `json:"pvm"`
 	// Pinning says where the vCPU ran with --pin; empty without.
 	Pinning string `json:"pinning,omitempty"`
+	// Switch is what an address-space switch costs here (switchcost.go).
+	Switch *SwitchCost `json:"switch_cost,omitempty"`
 }
 
 // Cell is one experiment on one system: every run and their medians.
@@ -233,6 +235,9 @@ func (r *Report) printTable(w io.Writer) {
 	fmt.Fprintf(w, "KVM: %s\n", m.KVM)
 	if m.Pinning != "" {
 		fmt.Fprintf(w, "CPUs: %s\n", m.Pinning)
+	}
+	if m.Switch != nil {
+		fmt.Fprintf(w, "switches: %s\n", m.Switch)
 	}
 	fmt.Fprintf(w, "each cell: median of %d runs interleaved between systems, %d s per run; ratios: tinyvmm / other (n/c: not comparable)\n\n",
 		r.Runs, r.Secs)

@@ -88,7 +88,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 		var guestPPS, frames, kicks, stalls float64
 		var run *GuestRun
 		if sys == SysCeiling {
-			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second)
+			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second, r.pin)
 			if err != nil {
 				sink.Stop()
 				return failed(err)
@@ -150,7 +150,7 @@ func (r *runner) rx(sys System, irq bool, send sendFunc, vmmArgs []string) Sampl
 			}
 			done := make(chan out, 1)
 			go func() {
-				res, err := CeilingRx(ns, dur, 10*time.Second, ready)
+				res, err := CeilingRx(ns, dur, 10*time.Second, ready, r.pin)
 				done <- out{res, err}
 			}()
 			<-ready
@@ -314,7 +314,7 @@ func (r *runner) ping(sys System, pm pingMode, vmmArgs []string) Sample {
 			}
 			done := make(chan out, 1)
 			go func() {
-				res, err := CeilingEcho(ns, flood, 64, time.Duration(secs)*time.Second, ready)
+				res, err := CeilingEcho(ns, flood, 64, time.Duration(secs)*time.Second, ready, r.pin)
 				done <- out{res, err}
 			}()
 			<-ready

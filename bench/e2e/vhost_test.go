@@ -104,7 +104,7 @@ func TestQEMUVhostColumn(t *testing.T) {
 
 // placeWorkers puts a worker on the CPUs of the VMM's other threads.
 func TestPlaceWorkersWithTheRest(t *testing.T) {
-	p, err := newPinning()
+	p, err := newPinning(false)
 	if err != nil {
 		t.Skip(err)
 	}

@@ -35,6 +35,7 @@ func TestErrors(t *testing.T) {
 		{"bench device is tinyvmm's", []string{"bench", "device"}, "tinyvmm bench device"},
 		{"bench e2e bad flag", []string{"bench", "e2e", "--bogus"}, "unknown flag --bogus; see tinyvmm-lab bench e2e --help"},
 		{"bench e2e runs 0", []string{"bench", "e2e", "--runs", "0", "--secs", "1", "--budget", "1ms"}, "--runs 0"},
+		{"bench e2e apart without pin", []string{"bench", "e2e", "--pin-apart"}, "--pin-apart goes with --pin"},
 		{"bench e2e unknown cell", []string{"bench", "e2e", "--only", "rx64,rx99", "--budget", "1ms"}, `--only: no cell "rx99"`},
 		{"bench boot bad flag", []string{"bench", "boot", "--bogus"}, "unknown flag --bogus; see tinyvmm-lab bench boot --help"},
 		{"bench share runs 0", []string{"bench", "share", "--runs", "0"}, "--size, --files, --qemu-files, --runs and --cpus must be at least 1"},
