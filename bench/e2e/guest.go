@@ -262,28 +262,27 @@ func (g *guestProc) scan(r io.Reader) {
 	}
 }
 
-// openStats finds the VMM's VM in debugfs (kvmstats.go) and counts its
-// io_urings.
+// openStats finds the VMM's VM in debugfs (kvmstats.go).
 func (g *guestProc) openStats() {
-	pid := g.cmd.Process.Pid
-	fds, err := kvmstat.ScanFDs(fmt.Sprintf("/proc/%d/fd", pid))
-	var s *kvmstat.VM
-	if err == nil {
-		s, err = kvmstat.Open(kvmstat.DebugFS, "/proc", pid)
-	}
+	s, err := kvmstat.Open(kvmstat.DebugFS, "/proc", g.cmd.Process.Pid)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err != nil {
 		g.run.KVMErr = err.Error()
 		return
 	}
-	g.stats, g.run.IOURings = s, fds.IOURings
+	g.stats = s
 }
 
-// statsBefore snapshots the counters at the ready line (g.mu held).
+// statsBefore snapshots the counters at the ready line (g.mu held), and
+// counts the VMM's io_urings: its device runs by then, so a ring its
+// worker makes when the driver is ready counts too.
 func (g *guestProc) statsBefore() {
 	if g.stats == nil {
 		return
+	}
+	if fds, err := kvmstat.ScanFDs(fmt.Sprintf("/proc/%d/fd", g.cmd.Process.Pid)); err == nil {
+		g.run.IOURings = fds.IOURings
 	}
 	c, err := g.stats.Read()
 	if err != nil {

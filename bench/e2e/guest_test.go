@@ -136,6 +136,9 @@ func checkExits(t *testing.T, r *runner, sys System, what string, s Sample) {
 		t.Errorf("%s: KVM counted %.0f exits for %.0f guest kicks (note %q, details %v)", what, exits, kicks, s.Note, s.Detail)
 		return
 	}
+	if _, ok := s.Detail["io_uring_fds"]; !ok {
+		t.Errorf("%s: the VMM's io_urings were not counted at the ready line (details %v)", what, s.Detail)
+	}
 	t.Logf("%s: per frame %.3f exits, %.3f kicks, %.3f irqs (KVM: %.0f exits, %.0f to user space, %.0f injected interrupts; %.0f io_urings in the VMM)",
 		what, s.Detail["exits_per_frame"], s.Detail["kicks_per_frame"], s.Detail["irqs_per_frame"],
 		exits, s.Detail["kvm_io_exits"]+s.Detail["kvm_mmio_exits"], s.Detail["kvm_irq_injections"], s.Detail["io_uring_fds"])
