@@ -30,7 +30,8 @@ import (
 // woken by switching away from the harness's address space on its own
 // CPU: a kernel thread such as vhost's borrows whatever address space
 // was there, a user-space worker must switch, and in a nested L1 under
-// TCG that switch flushes the emulator's TLB (switchcost.go).
+// TCG that switch flushes the emulator's TLB (switchcost.go). It is the
+// A/B for what those switches cost a VMM, not the placement.
 type pinning struct {
 	vcpu, rest unix.CPUSet
 	vcpuCPU    int
@@ -48,7 +49,11 @@ func newPinning(apart bool) (*pinning, error) {
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	if need := map[bool]int{false: 2, true: 3}[apart]; all.Count() < need {
+	need := 2
+	if apart {
+		need = 3
+	}
+	if all.Count() < need {
 		return nil, fmt.Errorf("needs %d CPUs, this process may use %d", need, all.Count())
 	}
 	var cpus []int
