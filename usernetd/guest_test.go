@@ -153,6 +153,15 @@ func (g *testGuest) dialGateway(ctx context.Context, t *testing.T, port string) 
 	return c
 }
 
+// dialGatewayWithin is dialGateway bounded by d, for a test whose only
+// use of a context is the dial.
+func (g *testGuest) dialGatewayWithin(t *testing.T, port string, d time.Duration) net.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return g.dialGateway(ctx, t, port)
+}
+
 func (g *testGuest) listen(t *testing.T, port uint16) net.Listener {
 	t.Helper()
 	ln, err := gonet.ListenTCP(g.s, tcpip.FullAddress{

@@ -83,9 +83,7 @@ func TestNATPassesHalfCloses(t *testing.T) {
 	}()
 	b := open(t, Config{})
 	g := newTestGuest(t, b, testMAC)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := g.dialGateway(ctx, t, port)
+	c := g.dialGatewayWithin(t, port, 30*time.Second)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.Copy(c, io.LimitReader(zeroReader{}, size)); err != nil {

@@ -2,7 +2,6 @@ package usernetd
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -94,9 +93,7 @@ func TestTraceOneConnection(t *testing.T) {
 	}()
 	b := open(t, Config{})
 	g := newTestGuest(t, b, testMAC)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c := g.dialGateway(ctx, t, port)
+	c := g.dialGatewayWithin(t, port, 20*time.Second)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := c.Write([]byte("GET")); err != nil {

@@ -289,9 +289,7 @@ func bulkToHost(t *testing.T, tso bool) {
 	}()
 	b := open(t, Config{})
 	g := newTestGuestOpts(t, b, testMAC, maxVnetHdr, tso)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := g.dialGateway(ctx, t, port)
+	c := g.dialGatewayWithin(t, port, 60*time.Second)
 	c.SetDeadline(time.Now().Add(60 * time.Second))
 	start := time.Now()
 	if _, err := io.Copy(c, io.LimitReader(zeroReader{}, size)); err != nil {
@@ -411,9 +409,7 @@ func bulkFromHost(t *testing.T, gso bool) {
 		}
 	}
 	g := newTestGuestOpts(t, b, testMAC, maxVnetHdr, gso)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := g.dialGateway(ctx, t, port)
+	c := g.dialGatewayWithin(t, port, 60*time.Second)
 	defer c.Close()
 	defer func() {
 		if in := g.gsoIn.Load(); gso && in == 0 || !gso && in != 0 {
