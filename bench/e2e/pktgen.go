@@ -111,9 +111,10 @@ func tasksCPU(pids []int) (ns uint64) {
 	return ns
 }
 
-// senderCPU is the CPU a sender runs on: the first this process may use,
-// which with --pin is one of those kept off the vCPU's.
-func senderCPU() (int, error) {
+// firstCPU is the first CPU this process may use, which with --pin is one
+// of those kept off the vCPU's: where a sender runs, and where
+// MeasureSwitchCost times its round trips.
+func firstCPU() (int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return 0, err
@@ -133,7 +134,7 @@ func PktgenFlood(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Dura
 	if size < FrameMin || size > FrameMax {
 		return SendResult{}, fmt.Errorf("frame size %d outside %d..%d", size, FrameMin, FrameMax)
 	}
-	cpu, err := senderCPU()
+	cpu, err := firstCPU() // the sender's
 	if err != nil {
 		return SendResult{}, err
 	}
