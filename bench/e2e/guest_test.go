@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"tinyvmm/internal/uring"
 	"tinyvmm/kvm"
 )
 
@@ -291,6 +292,28 @@ func TestCeiling(t *testing.T) {
 		t.Skip("needs root for network namespaces and taps")
 	}
 	checkTxRx(t, testRunner(t, GuestConfig{}), SysCeiling, 64)
+}
+
+// TestCeilingTxWritesInGroups: where the kernel has io_uring, the
+// ceiling's tx hands it whole groups of frames per system call, the
+// cheapest way a user-space device has, so that it bounds tinyvmm's.
+func TestCeilingTxWritesInGroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and taps")
+	}
+	ring, err := uring.New(ceilingGroup)
+	if err != nil {
+		t.Skipf("no io_uring here: %v", err)
+	}
+	ring.Close()
+	tx := testRunner(t, GuestConfig{}).tx(SysCeiling, 64, 1, nil)
+	if tx.Err != "" {
+		t.Fatalf("tx: %s (details %v)", tx.Err, tx.Detail)
+	}
+	if got := tx.Detail["frames_per_call"]; got <= 1 {
+		t.Errorf("the ceiling wrote %.1f frames per system call; want more than 1 (groups of %d)", got, ceilingGroup)
+	}
+	t.Logf("%.0f pps, %.1f frames per system call", tx.Value, tx.Detail["frames_per_call"])
 }
 
 // TestBenchGuestEchoUnderQEMU pings the guest's echo mode, idle and while

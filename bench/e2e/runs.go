@@ -85,7 +85,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			return failed(err)
 		}
 		drops0 := backlogDrops()
-		var guestPPS, frames, kicks, stalls float64
+		var guestPPS, frames, kicks, stalls, calls float64
 		var run *GuestRun
 		if sys == SysCeiling {
 			res, err := CeilingTx(ns, size, time.Duration(r.secs)*time.Second, r.pin)
@@ -94,6 +94,7 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 				return failed(err)
 			}
 			guestPPS, frames = res.PPS(), float64(res.Frames)
+			calls = float64(res.Calls)
 		} else {
 			var err error
 			run, err = r.guest(ns, sys, vmmArgs, fmt.Sprintf("mode=tx size=%d secs=%d kick=%d", size, r.secs, kick), nil)
@@ -124,6 +125,9 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 		}
 		if run != nil {
 			addExits(&s, run, frames, kicks)
+		}
+		if calls > 0 {
+			s.Detail["frames_per_call"] = frames / calls // the ceiling's write(2) or io_uring
 		}
 		return s
 	})
