@@ -33,7 +33,7 @@ func SendFlood(ns *Namespace, dstMAC net.HardwareAddr, size int, dur time.Durati
 		if err != nil {
 			return err
 		}
-		sock, err := openPacketSocket(TapName, false)
+		sock, err := openPacketSocket(TapName)
 		if err != nil {
 			return err
 		}

@@ -37,12 +37,12 @@ type Sink struct {
 // sinkMaxLife bounds a sink that nobody stops.
 const sinkMaxLife = 10 * time.Minute
 
-// StartSink opens an AF_PACKET socket on the namespace's tap and counts
+// StartSink opens a packet ring on the namespace's tap and counts
 // frames until Stop.
 func StartSink(ns *Namespace) (*Sink, error) {
-	var sock *packetSocket
+	var sock *packetRing
 	if err := ns.Do(func() (err error) {
-		sock, err = openPacketSocket(TapName, true)
+		sock, err = openPacketRing(TapName)
 		return err
 	}); err != nil {
 		return nil, err
