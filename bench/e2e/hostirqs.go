@@ -137,8 +137,9 @@ type threadCounts struct {
 	// worker: a kernel worker serving the VMM from outside its thread
 	// group (vhost-net's, vhost.go)
 	worker bool
-	// idle: in SCHED_IDLE (Go's sysmon in tinyvmm, internal/sysmon): it
-	// waits for a CPU by design, delaying nothing
+	// idle: in SCHED_IDLE: it waits for a CPU by design, so its wait is
+	// left out; counted as vmm_sched_idle:NAME, since no VMM should
+	// have one
 	idle bool
 }
 
@@ -195,7 +196,7 @@ func readThreadCounts(dir string) (threadCounts, bool) {
 // least once), the wakeups of the thread that woke most (vmm_wakeups_max)
 // and of the process's second thread, pid+1 (vmm_wakeups_tid2: in a Go
 // program the runtime's sysmon, the first thread it makes; in QEMU its RCU
-// thread), and the CPU time in milliseconds the threads spent outside the
+// thread), the threads in SCHED_IDLE by name (vmm_sched_idle:NAME), and the CPU time in milliseconds the threads spent outside the
 // guest (vmm_host_cpu_ms: the device's work and the exits' handling) and
 // in it (vmm_guest_cpu_ms). The host part splits into user space
 // (vmm_user_cpu_ms) and the kernel (vmm_sys_cpu_ms), and the thread with
@@ -233,6 +234,9 @@ func (t threadSwitches) since(before threadSwitches, pid int) map[string]uint64 
 		d["vmm_preemptions"] += now.preempted - b.preempted
 		d["vmm_wakeups:"+now.name] += woke
 		d["vmm_preemptions:"+now.name] += now.preempted - b.preempted
+		if now.idle {
+			d["vmm_sched_idle:"+now.name]++
+		}
 		if wait := (now.waited - b.waited) / 1000; !now.idle {
 			d["vmm_runq_wait_us"] += wait
 			d["vmm_runq_wait_us:"+now.name] += wait

@@ -143,15 +143,15 @@ func TestThreadSwitchesSince(t *testing.T) {
 	if d := after.since(before, 9); d["vmm_host_cpu_ms"] != 0 || d["vmm_worker_cpu_ms"] != 0 {
 		t.Errorf("a worker not asked for counted: %v", d)
 	}
-	// A thread in SCHED_IDLE (Go's sysmon) waits by design: its wait is
-	// not the VMM's, its wakeups and CPU are.
+	// A thread in SCHED_IDLE waits by design: its wait is not the VMM's,
+	// its wakeups and CPU are; it is counted by name.
 	policy["10"] = "5"
 	write("10", "45", "0", "25", "45", "0")
 	before, _ = readThreadSwitches(proc, 9)
 	write("10", "55", "0", "25", "46", "0")
 	after, _ = readThreadSwitches(proc, 9)
-	if d := after.since(before, 9); d["vmm_runq_wait_us"] != 0 || d["vmm_runq_wait_us:tinyvmm"] != 0 || d["vmm_wakeups"] != 10 || d["vmm_host_cpu_ms"] != 10 {
-		t.Errorf("an idle-class thread: %v; want its 10 wakeups and 10 ms, not its wait", d)
+	if d := after.since(before, 9); d["vmm_runq_wait_us"] != 0 || d["vmm_runq_wait_us:tinyvmm"] != 0 || d["vmm_wakeups"] != 10 || d["vmm_host_cpu_ms"] != 10 || d["vmm_sched_idle:tinyvmm"] != 1 {
+		t.Errorf("an idle-class thread: %v; want its 10 wakeups and 10 ms, not its wait, and the thread counted as idle", d)
 	}
 }
 

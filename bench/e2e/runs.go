@@ -114,7 +114,9 @@ func (r *runner) tx(sys System, size, kick int, vmmArgs []string) Sample {
 			"sender_pps": guestPPS, "sent": frames, "received": float64(got.Good),
 			"corrupt": float64(got.Bad), "lost": float64(got.Lost), "reordered": float64(got.Reordered),
 			"sink_drops": float64(got.SocketDrops), "kernel_drops": float64(backlogDrops() - drops0),
-			"guest_kicks": kicks, "guest_stalls": stalls}}
+			"guest_kicks": kicks, "guest_stalls": stalls,
+			"sink_cpu_ms": float64(got.Thread.RunNs) / 1e6, "sink_wait_ms": float64(got.Thread.WaitNs) / 1e6,
+			"sink_policy": float64(got.Thread.Policy), "sink_preempted": float64(got.Thread.Involuntary), "sink_on_cpu": float64(got.Thread.CPU)}}
 		switch {
 		case got.Err != nil:
 			s.Err = got.Err.Error()

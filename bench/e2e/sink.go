@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/schedstat"
 )
 
 // SinkResult is what a sink saw: bench frames checked one by one, with the
@@ -12,7 +18,10 @@ type SinkResult struct {
 	First, Last time.Time
 	// SocketDrops are frames the sink itself could not keep up with.
 	SocketDrops uint64
-	Err         error
+	// Thread is the sink's own thread over the count: its CPU, its wait
+	// for one (a sink that falls behind drops), its policy at the end.
+	Thread schedstat.Thread
+	Err    error
 }
 
 // PPS is the good frames per second between the first and the last.
@@ -64,6 +73,18 @@ func startSink(sock frameSource) *Sink {
 	go func() {
 		defer sock.Close()
 		var r SinkResult
+		// A thread of its own, so its schedstat is the sink's alone; it
+		// ends with the sink (never unlocked).
+		runtime.LockOSThread()
+		task := "/proc/self/task/" + strconv.Itoa(unix.Gettid())
+		t0, _ := schedstat.ReadThread(task)
+		defer func() {
+			t1, _ := schedstat.ReadThread(task)
+			r.Thread = t1
+			r.Thread.RunNs, r.Thread.WaitNs = t1.RunNs-t0.RunNs, t1.WaitNs-t0.WaitNs
+			r.Thread.Voluntary, r.Thread.Involuntary = t1.Voluntary-t0.Voluntary, t1.Involuntary-t0.Involuntary
+			k.done <- r
+		}()
 		begin := time.Now()
 		var stopSeen, lastFrame time.Time
 		empty := false // the last recv found nothing within its timeout
@@ -106,7 +127,6 @@ func startSink(sock frameSource) *Sink {
 			}
 		}
 		r.SocketDrops += sock.drops()
-		k.done <- r
 	}()
 	return k
 }
