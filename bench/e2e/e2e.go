@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"tinyvmm/internal/sysmon"
 	"tinyvmm/kvm"
 )
 
@@ -241,9 +240,6 @@ func RunE2E(o Options) (*Report, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("bench e2e: needs root for network namespaces and taps (run with sudo)")
 	}
-	// The harness is a Go program too: its sysmon's timer interrupts would
-	// land on the VMMs' vCPU CPUs as exits, for either VMM.
-	sysmon.Slow()
 	if o.QEMUPreload != "" && fileMissing(o.QEMUPreload) {
 		return nil, fmt.Errorf("bench e2e: --qemu-preload %s: no such file", o.QEMUPreload)
 	}

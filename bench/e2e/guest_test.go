@@ -140,6 +140,14 @@ func checkExits(t *testing.T, r *runner, sys System, what string, s Sample) {
 	if _, ok := s.Detail["io_uring_fds"]; !ok {
 		t.Errorf("%s: the VMM's io_urings were not counted at the ready line (details %v)", what, s.Detail)
 	}
+	// A thread of the idle class waits for every other thread on its CPU:
+	// no VMM puts one there (a Go sysmon given that class passed it on to
+	// every thread the runtime started from it, vCPUs and workers too).
+	for k, n := range s.Detail {
+		if name, ok := strings.CutPrefix(k, "vmm_sched_idle:"); ok {
+			t.Errorf("%s: %.0f thread(s) %q of the VMM in SCHED_IDLE", what, n, name)
+		}
+	}
 	t.Logf("%s: per frame %.3f exits, %.3f kicks, %.3f irqs (KVM: %.0f exits, %.0f to user space, %.0f injected interrupts; %.0f io_urings in the VMM)",
 		what, s.Detail["exits_per_frame"], s.Detail["kicks_per_frame"], s.Detail["irqs_per_frame"],
 		exits, s.Detail["kvm_io_exits"]+s.Detail["kvm_mmio_exits"], s.Detail["kvm_irq_injections"], s.Detail["io_uring_fds"])
