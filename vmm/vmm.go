@@ -12,6 +12,7 @@ import (
 
 	"tinyvmm/boot"
 	"tinyvmm/devices"
+	"tinyvmm/internal/sysmon"
 	"tinyvmm/kvm"
 )
 
@@ -282,6 +283,7 @@ func (m *machine) run(ctx context.Context) (int, error) {
 		workers += n.dev.Pairs() // a worker thread per queue pair
 	}
 	reserveProcs(len(m.cpus) + workers + len(m.shares))
+	sysmon.Slow() // no timer interrupts of its own on the vCPUs' CPUs, nor on the workers'
 	failed := make(chan error, len(m.cpus))
 	var wg sync.WaitGroup
 	for _, cpu := range m.cpus {

@@ -1,0 +1,70 @@
+// Package sysmon keeps Go's sysmon thread from waking a CPU more often
+// than the tick, for a VMM's vCPUs (vmm) and a benchmark's measurements
+// (bench/e2e).
+package sysmon
+
+import (
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Go's sysmon thread watches the scheduler from timed sleeps of 20 us up
+// to 10 ms, and drops back to 20 us each time it takes a P back from a
+// thread blocked in a system call or wakes from its deep sleep: in a VMM
+// whose threads block in KVM_RUN and epoll_wait that is many times a
+// second (in a 2-CPU nested L1 flood, ~1,450 wakeups a second). Each
+// wakeup is a timer interrupt on the CPU where sysmon slept, and an exit of
+// the vCPU that runs there. Timer slack lets the kernel fire those sleeps
+// with the next interrupt that comes anyway (the tick), so sysmon wakes at
+// most once a tick and costs the vCPUs nothing extra. A 10 ms slack is at
+// most one tick at HZ=100, and sysmon's own longest sleep.
+const SlackNs = 10_000_000
+
+// Slow gives sysmon's thread SlackNs of timer slack. Sysmon is the first
+// thread the runtime makes, so it is the second in /proc/self/task, which
+// lists a process's threads in the order they were made
+// (TestSysmonIsTheSecondThread holds the runtime to that). Setting
+// another thread's slack (/proc/TID/timerslack_ns) needs CAP_SYS_NICE;
+// without it (a rootless tinyvmm) the slack stays.
+//
+// Every thread the runtime starts from sysmon (when it takes a P back
+// from a thread blocked in a system call and hands it on) is cloned from
+// sysmon's and inherits its slack, and so does a process started from
+// such a thread. So a thread that must wake on time resets its own slack
+// (ResetSlack) once it has locked itself, and only a VMM calls Slow,
+// never a harness that starts VMMs. Sysmon gets no other class or
+// priority: its threads would inherit that too, and an unprivileged one
+// cannot leave the idle class (an earlier Slow put sysmon there, and with
+// it vCPUs, workers, and the VMMs a harness started).
+func Slow() {
+	if tid := TID(); tid != "" {
+		os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(SlackNs)), 0)
+	}
+}
+
+// DefaultSlackNs is the kernel's default timer slack (50 us).
+const DefaultSlackNs = 50_000
+
+// ResetSlack gives the calling thread the kernel's default timer slack,
+// which a thread started from sysmon after Slow did not have (its own
+// default is then Slow's too, so it must be set, not reset). Call it on
+// a locked thread: a vCPU's, a device worker's.
+func ResetSlack() {
+	unix.Prctl(unix.PR_SET_TIMERSLACK, DefaultSlackNs, 0, 0, 0)
+}
+
+// TID is the thread id of sysmon, "" if not found.
+func TID() string {
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return ""
+	}
+	defer d.Close()
+	tids, err := d.Readdirnames(2) // unsorted: creation order
+	if err != nil || len(tids) < 2 || tids[0] != strconv.Itoa(os.Getpid()) {
+		return ""
+	}
+	return tids[1]
+}

@@ -1,0 +1,60 @@
+package sysmon
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Slow relies on sysmon being the process's second thread: the only
+// Go thread that sleeps in nanosleep (syscall 35 on amd64; runtime.usleep),
+// which it does between its looks at the scheduler.
+func TestSysmonIsTheSecondThread(t *testing.T) {
+	tid := TID()
+	if tid == "" {
+		t.Fatal("no second thread in /proc/self/task")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/syscall")
+		if err != nil {
+			t.Skipf("cannot read what thread %s is doing: %v", tid, err)
+		}
+		if strings.HasPrefix(string(b), "35 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %s was never seen in nanosleep (last: %q): is it still sysmon?", tid, b)
+		}
+		go func() {}() // give sysmon something to look at
+		time.Sleep(time.Millisecond)
+	}
+	Slow()
+	b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
+	switch {
+	case err != nil:
+		t.Skipf("no timerslack_ns: %v", err)
+	case strings.TrimSpace(string(b)) == "50000" && os.Geteuid() != 0:
+		t.Skip("not root: another thread's timer slack needs CAP_SYS_NICE")
+	case strings.TrimSpace(string(b)) != "10000000":
+		t.Errorf("sysmon's timer slack is %s ns, want 10000000", strings.TrimSpace(string(b)))
+	}
+}
+
+// A thread started from sysmon inherits its slack; ResetSlack takes the
+// calling thread back to the kernel's default, unprivileged.
+func TestResetSlack(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, SlackNs, 0, 0, 0); err != nil {
+		t.Skipf("prctl PR_SET_TIMERSLACK: %v", err)
+	}
+	ResetSlack()
+	if got, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err != nil || got != DefaultSlackNs {
+		t.Errorf("the thread's slack after ResetSlack: %d, %v; want %d", got, err, DefaultSlackNs)
+	}
+}
