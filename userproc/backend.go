@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/sysmon"
 )
 
 // Program is the user-mode network's executable.
@@ -149,6 +151,9 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		// goroutine holds that thread until the child has exited.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		// The child takes its scheduling class from this thread, which
+		// may have come from the VMM's slowed sysmon.
+		sysmon.ResetThread()
 		// The child's threads take their timer slack from this one
 		// (fork and exec keep it): set it for the start only.
 		old, slackErr := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)

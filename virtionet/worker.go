@@ -192,7 +192,7 @@ func (w *worker) stop() {
 func (w *worker) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sysmon.ResetSlack() // the thread may have come from a VMM's slowed sysmon
+	sysmon.ResetThread() // the thread may have come from a VMM's slowed sysmon
 	defer close(w.done)
 	defer w.setBatch(false)          // back to normal before the thread returns to Go's pool
 	defer threadname.Set(w.p.name)() // and its name given back, before Reset returns

@@ -37,7 +37,7 @@ func (c *exitCounts) snapshot() map[string]uint64 {
 func (m *machine) runVCPU(cpu *kvm.VCPU) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	sysmon.ResetSlack() // the thread may have come from sysmon (vmm.run's sysmon.Slow)
+	sysmon.ResetThread() // the thread may have come from sysmon (vmm.run's sysmon.Slow)
 	defer threadname.Set(fmt.Sprintf("vcpu%d", cpu.ID()))()
 	m.boot.noteRun()
 	for first := true; ; first = false {

@@ -22,36 +22,45 @@ import (
 // most one tick at HZ=100, and sysmon's own longest sleep.
 const SlackNs = 10_000_000
 
-// Slow gives sysmon's thread SlackNs of timer slack. Sysmon is the first
-// thread the runtime makes, so it is the second in /proc/self/task, which
-// lists a process's threads in the order they were made
-// (TestSysmonIsTheSecondThread holds the runtime to that). Setting
-// another thread's slack (/proc/TID/timerslack_ns) needs CAP_SYS_NICE;
-// without it (a rootless tinyvmm) the slack stays.
+// Slow gives sysmon's thread SlackNs of timer slack and the idle
+// scheduling class, so that it neither wakes a CPU between ticks nor
+// takes one from a thread with work. Sysmon is the first thread the
+// runtime makes, so it is the second in /proc/self/task, which lists a
+// process's threads in the order they were made
+// (TestSysmonIsTheSecondThread holds the runtime to that).
 //
-// Every thread the runtime starts from sysmon (when it takes a P back
-// from a thread blocked in a system call and hands it on) is cloned from
-// sysmon's and inherits its slack, and so does a process started from
-// such a thread. So a thread that must wake on time resets its own slack
-// (ResetSlack) once it has locked itself, and only a VMM calls Slow,
-// never a harness that starts VMMs. Sysmon gets no other class or
-// priority: its threads would inherit that too, and an unprivileged one
-// cannot leave the idle class (an earlier Slow put sysmon there, and with
-// it vCPUs, workers, and the VMMs a harness started).
+// Both are inherited: every thread the runtime starts from sysmon (when
+// it takes a P back from a thread blocked in a system call and hands it
+// on) is cloned from sysmon's, and a process started from such a thread
+// has them too. So Slow acts only where a thread can take them off
+// again, with CAP_SYS_NICE (an unprivileged thread cannot leave the idle
+// class, and cannot set another thread's slack either), and a thread
+// whose work must not wait, or that starts a process, calls ResetThread
+// once it has locked itself. Only a VMM calls Slow, never a harness that
+// starts VMMs.
 func Slow() {
-	if tid := TID(); tid != "" {
-		os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(SlackNs)), 0)
+	tid := TID()
+	if tid == "" {
+		return
+	}
+	if os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(strconv.Itoa(SlackNs)), 0) != nil {
+		return // no CAP_SYS_NICE: no thread could undo what Slow passes on
+	}
+	if n, err := strconv.Atoi(tid); err == nil {
+		unix.SchedSetAttr(n, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
 	}
 }
 
 // DefaultSlackNs is the kernel's default timer slack (50 us).
 const DefaultSlackNs = 50_000
 
-// ResetSlack gives the calling thread the kernel's default timer slack,
-// which a thread started from sysmon after Slow did not have (its own
-// default is then Slow's too, so it must be set, not reset). Call it on
-// a locked thread: a vCPU's, a device worker's.
-func ResetSlack() {
+// ResetThread gives the calling thread the normal scheduling class and
+// the kernel's default timer slack, which a thread started from sysmon
+// after Slow did not have (its default slack is then Slow's too, so the
+// slack is set, not reset). Call it on a locked thread: a vCPU's, a
+// device worker's, one that starts a process.
+func ResetThread() {
+	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}, 0)
 	unix.Prctl(unix.PR_SET_TIMERSLACK, DefaultSlackNs, 0, 0, 0)
 }
 

@@ -3,6 +3,7 @@ package sysmon
 import (
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,16 @@ func TestSysmonIsTheSecondThread(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	Slow()
+	// The idle class only where the slack could be set: with CAP_SYS_NICE,
+	// which a thread needs to leave that class again (ResetThread).
+	want := unix.SCHED_NORMAL
+	if os.Geteuid() == 0 {
+		want = unix.SCHED_IDLE
+	}
+	n, _ := strconv.Atoi(tid)
+	if attr, err := unix.SchedGetAttr(n, 0); err != nil || int(attr.Policy) != want {
+		t.Errorf("sysmon's scheduling policy: %+v, %v; want %d", attr, err, want)
+	}
 	b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
 	switch {
 	case err != nil:
@@ -45,16 +56,26 @@ func TestSysmonIsTheSecondThread(t *testing.T) {
 	}
 }
 
-// A thread started from sysmon inherits its slack; ResetSlack takes the
-// calling thread back to the kernel's default, unprivileged.
-func TestResetSlack(t *testing.T) {
+// A thread started from sysmon inherits its class and slack;
+// ResetThread takes the calling thread back to the normal class and the
+// kernel's default slack (out of the idle class only with CAP_SYS_NICE).
+func TestResetThread(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs CAP_SYS_NICE to leave the idle class, as Slow does")
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, SlackNs, 0, 0, 0); err != nil {
-		t.Skipf("prctl PR_SET_TIMERSLACK: %v", err)
+		t.Fatalf("prctl PR_SET_TIMERSLACK: %v", err)
 	}
-	ResetSlack()
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+		t.Fatalf("into the idle class: %v", err)
+	}
+	ResetThread()
 	if got, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err != nil || got != DefaultSlackNs {
-		t.Errorf("the thread's slack after ResetSlack: %d, %v; want %d", got, err, DefaultSlackNs)
+		t.Errorf("the thread's slack after ResetThread: %d, %v; want %d", got, err, DefaultSlackNs)
+	}
+	if attr, err := unix.SchedGetAttr(0, 0); err != nil || attr.Policy != unix.SCHED_NORMAL {
+		t.Errorf("the thread's class after ResetThread: %+v, %v; want SCHED_NORMAL", attr, err)
 	}
 }
