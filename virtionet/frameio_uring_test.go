@@ -134,6 +134,7 @@ func TestRxIOUringWaves(t *testing.T) {
 	if s := r.stats(rxQueue); s.Syscalls != 5 || s.Batches["16-31"] != 1 || len(s.Batches) != 1 {
 		t.Errorf("rx: %d system calls, batches %v; want 5 and one batch of 16-31\n%s", s.Syscalls, s.Batches, r.trace.String())
 	}
+	waitFor(t, "the batch's interrupt", func() bool { return r.rx.Irq.Count() >= 1 }) // it follows the publish
 	if n := r.rx.Irq.Count(); n != 1 {
 		t.Errorf("%d interrupts, want 1", n)
 	}
