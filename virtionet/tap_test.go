@@ -28,11 +28,17 @@ var (
 // writev), and returns it with its notices.
 func openInNS(t *testing.T, ns *scratchns.NS, tap string, io virtionet.IOMode) (*virtionet.Device, *syncbuf.Buffer) {
 	t.Helper()
+	return openInNSTuned(t, ns, tap, io, virtionet.DefaultTuning())
+}
+
+// openInNSTuned is openInNS with the worker's tuning.
+func openInNSTuned(t *testing.T, ns *scratchns.NS, tap string, io virtionet.IOMode, tun virtionet.Tuning) (*virtionet.Device, *syncbuf.Buffer) {
+	t.Helper()
 	log := &syncbuf.Buffer{}
 	var dev *virtionet.Device
 	err := ns.Do(func() error {
 		var err error
-		dev, err = openTap(virtionet.Config{Ifname: tap, Tuning: virtionet.DefaultTuning(), IO: io,
+		dev, err = openTap(virtionet.Config{Ifname: tap, Tuning: tun, IO: io,
 			Log: func(f string, a ...any) { fmt.Fprintf(log, f+"\n", a...) }})
 		return err
 	})
