@@ -1,6 +1,6 @@
-// Package sysmon keeps Go's sysmon thread from waking a CPU more often
-// than the tick, for a VMM's vCPUs (vmm) and a benchmark's measurements
-// (bench/e2e).
+// Package sysmon keeps a VMM's Go sysmon thread from waking a CPU more
+// often than the tick and from taking one that a vCPU or a device worker
+// needs (vmm), and puts back the threads that inherit that (ResetThread).
 package sysmon
 
 import (
