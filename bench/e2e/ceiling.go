@@ -93,7 +93,7 @@ func writeFrame(fd int, buf []byte) (bool, error) {
 // guest's tx would arrive from a device, the cheapest way a user-space
 // device has: through io_uring, ceilingGroup frames per io_uring_enter on
 // the tap as a fixed file, where the kernel has io_uring (as tinyvmm's
-// device does by default, in smaller groups); else one write(2) each.
+// device does by default); else one write(2) each.
 func CeilingTx(ns *Namespace, size int, dur time.Duration, pin *pinning) (CeilingResult, error) {
 	var r CeilingResult
 	err := withTap(ns, pin, func(fd int) error {
@@ -108,9 +108,9 @@ func CeilingTx(ns *Namespace, size int, dur time.Duration, pin *pinning) (Ceilin
 }
 
 // ceilingGroup is how many frames the ceiling's tx hands the kernel per
-// io_uring_enter: a whole batch of vhost-net's (VHOST_NET_BATCH), more
-// than tinyvmm's device sends in one (NotifyThreshold), so that the
-// ceiling stays a bound on it.
+// io_uring_enter: a whole batch of vhost-net's (VHOST_NET_BATCH), and
+// the most tinyvmm's device sends in one, so that the ceiling stays a
+// bound on it.
 const ceilingGroup = 64
 
 func floodByWrite(fd, size int, dur time.Duration, r *CeilingResult) error {
