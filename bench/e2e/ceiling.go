@@ -83,10 +83,16 @@ func withTap(ns *Namespace, pin *pinning, f func(fd int) error) error {
 // the tap's queue is full.
 func writeFrame(fd int, buf []byte) (bool, error) {
 	_, err := unix.Write(fd, buf)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENOBUFS) {
+	if tapRefused(err) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// tapRefused reports whether a write to the tap failed for want of room
+// or by a signal, which a flood counts as a frame not sent, not an error.
+func tapRefused(err error) bool {
+	return errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENOBUFS)
 }
 
 // CeilingTx floods size-byte bench frames into the tap for dur, as a
@@ -160,7 +166,7 @@ func floodByRing(ring *uring.Ring, fd, size int, dur time.Duration, r *CeilingRe
 			switch e := unix.Errno(-res); {
 			case res > 0:
 				r.Frames++
-			case err == nil && e != unix.EAGAIN && e != unix.EINTR && e != unix.ENOBUFS:
+			case err == nil && !tapRefused(e):
 				err = fmt.Errorf("write tap: %w", e)
 			}
 		})
