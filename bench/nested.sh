@@ -68,10 +68,11 @@ fi
 tr -d '\r' <"$log" | sed -n '/^tinyvmm bench e2e,/,/^wrote /p'
 # between NAME: the console lines between NESTED-NAME-BEGIN and -END,
 # without l1init's NESTED-STEP reports (one follows a file's last line
-# directly when the file does not end in a newline).
+# directly when the file does not end in a newline) and the runner's own
+# "nested: " lines, which it may print in the middle of a file.
 between() {
 	tr -d '\r' <"$log" | awk -v b="NESTED-$1-BEGIN" -v e="NESTED-$1-END" '$0==e{p=0} p{print} $0==b{p=1}' |
-		sed -e '/^NESTED-STEP /d' -e 's/NESTED-STEP status=.*$//'
+		sed -e '/^NESTED-STEP /d' -e '/^nested: /d' -e 's/NESTED-STEP status=.*$//'
 }
 between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
 between PROFRX | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$profrx" || true
