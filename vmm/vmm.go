@@ -283,7 +283,8 @@ func (m *machine) run(ctx context.Context) (int, error) {
 		workers += n.dev.Pairs() // a worker thread per queue pair
 	}
 	reserveProcs(len(m.cpus) + workers + len(m.shares))
-	sysmon.Slow() // no timer interrupts of its own on the vCPUs' CPUs, nor on the workers'
+	sysmon.Slow()               // no timer interrupts of its own on the vCPUs' CPUs, nor on the workers'
+	defer sysmon.ParkPoller()() // nor a thread started for each worker's wake
 	failed := make(chan error, len(m.cpus))
 	var wg sync.WaitGroup
 	for _, cpu := range m.cpus {

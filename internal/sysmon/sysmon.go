@@ -1,6 +1,8 @@
 // Package sysmon keeps a VMM's Go sysmon thread from waking a CPU more
 // often than the tick and from taking one that a vCPU or a device worker
-// needs (vmm), and puts back the threads that inherit that (ResetThread).
+// needs (vmm), puts back the threads that inherit that (ResetThread), and
+// keeps it from starting a thread for each wake of an idle worker
+// (ParkPoller).
 package sysmon
 
 import (
@@ -76,4 +78,25 @@ func TID() string {
 		return ""
 	}
 	return tids[1]
+}
+
+// ParkPoller parks a goroutine on Go's network poller until stop is
+// called, so that one idle thread of the runtime waits in the poller.
+// Without any goroutine waiting there (a VMM may have none), sysmon, when
+// it takes the P of a thread blocked in a system call (a vCPU in KVM_RUN,
+// a net worker asleep in epoll_wait) and finds every other P idle, starts
+// a thread to poll the network instead (runtime.handoffp), which finds
+// nothing and sleeps again: a wakeup on the worker's CPU for each lone
+// frame that woke an idle worker.
+func ParkPoller() (stop func()) {
+	r, w, err := os.Pipe() // non-blocking: a read waits in the poller
+	if err != nil {
+		return func() {}
+	}
+	go func() {
+		var b [1]byte
+		r.Read(b[:]) // until w is closed
+		r.Close()
+	}()
+	return func() { w.Close() }
 }

@@ -79,3 +79,34 @@ func TestResetThread(t *testing.T) {
 		t.Errorf("the thread's class after ResetThread: %+v, %v; want SCHED_NORMAL", attr, err)
 	}
 }
+
+// ParkPoller's goroutine waits in Go's network poller (a goroutine dump
+// calls that "IO wait") until stop, and is gone after it.
+func TestParkPoller(t *testing.T) {
+	stop := ParkPoller()
+	waitParked(t, true)
+	stop()
+	waitParked(t, false)
+}
+
+func waitParked(t *testing.T, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for parkedInPoller() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("ParkPoller's goroutine waiting in the poller: %v, want %v", !want, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func parkedInPoller() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, "sysmon.ParkPoller") {
+			return true
+		}
+	}
+	return false
+}
