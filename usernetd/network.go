@@ -126,9 +126,9 @@ func newGateway(cfg *Config) (*network, error) {
 	if err != nil {
 		return nil, err
 	}
-	dnsServer, err := dns.New(udpConn, tcpLn, []types.Zone{{Name: dnsZone + ".", Records: []types.Record{
+	dnsServer, err := dns.NewWithUpstreamResolver(udpConn, tcpLn, []types.Zone{{Name: dnsZone + ".", Records: []types.Record{
 		{Name: "host", IP: net.ParseIP(GatewayIP)},
-	}}})
+	}}}, dnsUpstream)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,108 @@
+package usernetd
+
+import (
+	"context"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// memUpstream is a DNS server in memory: a resolver whose every dial is a
+// net.Pipe served here (no packets, no host resolver). It answers A
+// questions for any name with addr, AAAA questions with nothing, and
+// notes the type of every question it was asked.
+type memUpstream struct {
+	addr net.IP
+	mu   sync.Mutex
+	asks []uint16
+}
+
+func (m *memUpstream) resolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, s := net.Pipe()
+		go m.serve(s)
+		return c, nil
+	}}
+}
+
+// serve answers one query; a net.Conn that is not a PacketConn makes the
+// resolver frame its messages as over TCP, as dns.Conn reads them.
+func (m *memUpstream) serve(s net.Conn) {
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	conn := &dns.Conn{Conn: s}
+	q, err := conn.ReadMsg()
+	if err != nil || len(q.Question) != 1 {
+		return
+	}
+	m.mu.Lock()
+	m.asks = append(m.asks, q.Question[0].Qtype)
+	m.mu.Unlock()
+	r := new(dns.Msg)
+	r.SetReply(q)
+	if q.Question[0].Qtype == dns.TypeA {
+		r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: m.addr})
+	}
+	conn.WriteMsg(r)
+}
+
+func (m *memUpstream) questions() []uint16 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.asks)
+}
+
+// An A question goes upstream as one A query, not as A and AAAA.
+func TestIPv4UpstreamAsksForAOnly(t *testing.T) {
+	m := &memUpstream{addr: net.IPv4(192, 0, 2, 7).To4()}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addrs, err := ipv4Upstream{m.resolver()}.LookupIPAddr(ctx, "name.example.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) != 1 || !addrs[0].IP.Equal(m.addr) {
+		t.Errorf("addresses %v, want %v", addrs, m.addr)
+	}
+	if q := m.questions(); !slices.Equal(q, []uint16{dns.TypeA}) {
+		t.Errorf("asked upstream %v, want one A query (%d)", q, dns.TypeA)
+	}
+}
+
+// The gateway's DNS service asks dnsUpstream about a name outside its own
+// zone, and the guest gets that answer.
+func TestDNSAsksUpstreamOutsideItsZone(t *testing.T) {
+	m := &memUpstream{addr: net.IPv4(192, 0, 2, 9).To4()}
+	defer func(u ipv4Upstream) { dnsUpstream = u }(dnsUpstream)
+	dnsUpstream = ipv4Upstream{m.resolver()}
+	b := open(t, Config{})
+	g := newTestGuest(t, b, testMAC)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := g.dial(ctx, GatewayIP+":53") // over TCP: the test guest has no UDP
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	q := new(dns.Msg)
+	q.SetQuestion("outside.example.", dns.TypeA)
+	conn := &dns.Conn{Conn: c}
+	if err := conn.WriteMsg(q); err != nil {
+		t.Fatal(err)
+	}
+	r, err := conn.ReadMsg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answer) != 1 || !r.Answer[0].(*dns.A).A.Equal(m.addr) {
+		t.Fatalf("answer: %v, want %v", r.Answer, m.addr)
+	}
+	if q := m.questions(); !slices.Equal(q, []uint16{dns.TypeA}) {
+		t.Errorf("asked upstream %v, want one A query (%d)", q, dns.TypeA)
+	}
+}
