@@ -79,26 +79,7 @@ func TestDNSAsksUpstreamOutsideItsZone(t *testing.T) {
 	m := &memUpstream{addr: net.IPv4(192, 0, 2, 9).To4()}
 	defer func(u ipv4Upstream) { dnsUpstream = u }(dnsUpstream)
 	dnsUpstream = ipv4Upstream{m.resolver()}
-	b := open(t, Config{})
-	g := newTestGuest(t, b, testMAC)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := g.dial(ctx, GatewayIP+":53") // over TCP: the test guest has no UDP
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	q := new(dns.Msg)
-	q.SetQuestion("outside.example.", dns.TypeA)
-	conn := &dns.Conn{Conn: c}
-	if err := conn.WriteMsg(q); err != nil {
-		t.Fatal(err)
-	}
-	r, err := conn.ReadMsg()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := askGatewayDNS(t, open(t, Config{}), "outside.example.")
 	if len(r.Answer) != 1 || !r.Answer[0].(*dns.A).A.Equal(m.addr) {
 		t.Fatalf("answer: %v, want %v", r.Answer, m.addr)
 	}

@@ -240,18 +240,27 @@ func TestBackendSettings(t *testing.T) {
 // The gateway's DNS server answers HostName with the gateway itself,
 // without asking the host's resolvers.
 func TestDNSAnswersHostName(t *testing.T) {
-	b := open(t, Config{})
+	r := askGatewayDNS(t, open(t, Config{}), HostName+".")
+	if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != GatewayIP {
+		t.Fatalf("answer for %s: %v", HostName, r.Answer)
+	}
+}
+
+// askGatewayDNS asks the gateway's DNS server for name's A records from a
+// test guest on b, over TCP: the test guest has no UDP.
+func askGatewayDNS(t *testing.T, b *Backend, name string) *dns.Msg {
+	t.Helper()
 	g := newTestGuest(t, b, testMAC)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := g.dial(ctx, GatewayIP+":53") // DNS over TCP: the test guest has no UDP
+	c, err := g.dial(ctx, GatewayIP+":53")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	q := new(dns.Msg)
-	q.SetQuestion(HostName+".", dns.TypeA)
+	q.SetQuestion(name, dns.TypeA)
 	conn := &dns.Conn{Conn: c}
 	if err := conn.WriteMsg(q); err != nil {
 		t.Fatal(err)
@@ -260,9 +269,7 @@ func TestDNSAnswersHostName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != GatewayIP {
-		t.Fatalf("answer for %s: %v", HostName, r.Answer)
-	}
+	return r
 }
 
 // A bulk transfer from the guest to the host's loopback arrives whole:
