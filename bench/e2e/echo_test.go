@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"os"
 	"testing"
+	"time"
 )
 
 var peerMAC = net.HardwareAddr{0x0a, 0, 0, 0, 0, 1}
@@ -88,5 +90,42 @@ func TestEchoAnswersPing(t *testing.T) {
 	binary.BigEndian.PutUint16(short[16:], 200) // total length beyond the frame
 	if echoReply(short, CeilingMAC, GuestIP) != nil {
 		t.Error("answered a ping whose IP length exceeds the frame")
+	}
+}
+
+// TestPingTimesEachReply pings the namespace's own address (answered by
+// its kernel over loopback): every request gets its round trip, and a
+// series to an address nobody answers times out request by request.
+func TestPingTimesEachReply(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace and a raw socket")
+	}
+	ns, err := NewNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	res, err := Ping(ns, HostIP, 5, time.Millisecond, time.Second, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 5 || len(res.RTTs) != 5 {
+		t.Fatalf("sent %d, answered %d; want 5 and 5", res.Sent, len(res.RTTs))
+	}
+	for _, rtt := range res.RTTs {
+		if rtt <= 0 || rtt > time.Second {
+			t.Errorf("round trip %v: want within (0, 1s]", rtt)
+		}
+	}
+	start := time.Now()
+	res, err = Ping(ns, net.IPv4(10, 0, 2, 99), 2, time.Millisecond, 50*time.Millisecond, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 2 || len(res.RTTs) != 0 || res.Stats().Lost != 2 {
+		t.Errorf("to nobody: sent %d, answered %d; want 2 sent, none answered", res.Sent, len(res.RTTs))
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("two unanswered pings took %v; want about two 50 ms timeouts", took)
 	}
 }
