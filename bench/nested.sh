@@ -15,6 +15,10 @@
 #       (the host's perf, apt-get install linux-perf): every thread of L1, kernel included,
 #       by thread name (vcpu0, net-IFNAME, "CPU 0/KVM" and qemu-system-x86 for QEMU,
 #       tinyvmm for the harness) and symbol, into out/bench/nested-perf.txt
+#   NESTED_SWITCHES=1 bench/nested.sh    # and every context switch of L1 recorded (the host's perf,
+#       perf record --switch-events: no tracepoints needed), summed per device thread's turn
+#       by test/nested/cmd/switchsum into out/bench/nested-switches.txt: whose CPU time a
+#       ping's round trip is made of, and how often the device thread preempts a running one
 #   NESTED_QEMU_IO_URING=1 bench/nested.sh   # QEMU may use io_uring (default: it is
 #       LD_PRELOADed with no-io-uring.so, test/nested/nouring, so it cannot)
 #   NESTED_TIMEOUT=90m bench/nested.sh --runs 9 ...   # the runner's bound on the whole run (default 25m)
@@ -39,6 +43,8 @@ prof=out/bench/nested-tx.prof
 profrx=out/bench/nested-rx.prof
 json=out/bench/nested-e2e.json
 perftxt=out/bench/nested-perf.txt
+swdata=out/bench/nested-switches.data
+swtxt=out/bench/nested-switches.txt
 [ $# -gt 0 ] || set -- --runs 3 --secs 2 --kicks 1,32 --weights 0,256
 [ -n "${NESTED_QEMU_IO_URING:-}" ] || set -- --qemu-preload /usr/lib/tinyvmm/no-io-uring.so "$@"
 # nested CMD...: the bench in L1, then the lines that print its output
@@ -55,9 +61,18 @@ nested() {
 		-timeout "${NESTED_TIMEOUT:-25m}" $(command -v iperf3 >/dev/null && echo -tool iperf3) $files \
 		-run 'busybox echo NESTED-JSON-BEGIN' -run "busybox cat $l1repo/out/bench/e2e.json" -run 'busybox echo NESTED-JSON-END' "$@"
 }
-rm -f "$prof" "$profrx" "$perftxt"
+rm -f "$prof" "$profrx" "$perftxt" "$swdata" "$swtxt"
 status=0
-if [ -n "${NESTED_PROFILE:-}" ]; then
+if [ -n "${NESTED_SWITCHES:-}" ]; then
+	# The bench runs as a -run line under perf record, so the lines that
+	# print its JSON and then the record come after it.
+	bin/tinyvmm-lab nested -lab -with-qemu -smp "${NESTED_SMP:-1}" -stall 3m -timeout "${NESTED_TIMEOUT:-25m}" \
+		$(command -v iperf3 >/dev/null && echo -tool iperf3) -tool "$(command -v perf)" $files \
+		-run "$(command -v perf) $(go run ./test/nested/cmd/switchsum -record-args) -o /tmp/switches.data $l1repo/tinyvmm-lab bench e2e $*" \
+		-run 'busybox echo NESTED-JSON-BEGIN' -run "busybox cat $l1repo/out/bench/e2e.json" -run 'busybox echo NESTED-JSON-END' \
+		-run 'busybox gzip -f /tmp/switches.data' -run 'busybox echo NESTED-SWITCHES-BEGIN' \
+		-run 'busybox base64 /tmp/switches.data.gz' -run 'busybox echo NESTED-SWITCHES-END' >"$log" 2>&1 || status=$?
+elif [ -n "${NESTED_PROFILE:-}" ]; then
 	# find -exec: a profile whose cells did not run (--only) is no failure.
 	nested -run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox find /tmp -maxdepth 1 -name tx.prof -exec busybox base64 {} ;' -run 'busybox echo NESTED-PROF-END' \
 		-run 'busybox echo NESTED-PROFRX-BEGIN' -run 'busybox find /tmp -maxdepth 1 -name tx.prof.rx -exec busybox base64 {} ;' -run 'busybox echo NESTED-PROFRX-END' \
@@ -77,6 +92,16 @@ between() {
 between PROF | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$prof" || true
 between PROFRX | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$profrx" || true
 between JSON >"$json" || true
+if [ -n "${NESTED_SWITCHES:-}" ]; then
+	if between SWITCHES | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d | gunzip >"$swdata" && [ -s "$swdata" ] &&
+		perf script -i "$swdata" $(go run ./test/nested/cmd/switchsum -script-args) 2>/dev/null |
+		go run ./test/nested/cmd/switchsum >"$swtxt"; then
+		echo "== $swtxt"
+		cat "$swtxt"
+	else
+		echo "bench/nested.sh: no switch record in $log" >&2
+	fi
+fi
 if [ -n "${NESTED_PERF:-}" ]; then
 	# L1 has no kallsyms: perfsum names kernel addresses from vmlinux.
 	if between PERF | go run ./test/nested/cmd/perfsum -vmlinux out/guest/vmlinux >"$perftxt"; then
