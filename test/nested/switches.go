@@ -23,6 +23,67 @@ const SwitchRecordArgs = "record -a -e cpu-clock -F 49 --switch-events"
 const DefaultTurnGap = 2 * time.Millisecond
 
 // SwitchScriptArgs are perf script's flags that print those switches as
+// switchRecord is what perf script's switch lines say: the threads, by
+// tid, and what ran on each CPU, in order.
+type switchRecord struct {
+	threads map[int]*threadInfo
+	spans   map[int][]ranSpan // by CPU
+}
+
+// name is a thread's commonest name in the record.
+func (rec *switchRecord) name(tid int) string {
+	if ti := rec.threads[tid]; ti != nil {
+		return ti.name()
+	}
+	return "?"
+}
+
+// readSwitches reads perf script's switch lines (SwitchScriptArgs).
+func readSwitches(r io.Reader) (*switchRecord, error) {
+	threads := map[int]*threadInfo{}
+	spans := map[int][]ranSpan{} // by CPU
+	open := map[int]ranSpan{}    // a CPU's current thread, switched in
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		m := switchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		n++
+		pid, _ := strconv.Atoi(m[2])
+		tid, _ := strconv.Atoi(m[3])
+		cpu, _ := strconv.Atoi(m[4])
+		t, err := strconv.ParseFloat(m[5], 64)
+		if err != nil {
+			continue
+		}
+		ti := threads[tid]
+		if ti == nil {
+			ti = &threadInfo{pid: pid, names: map[string]int{}}
+			threads[tid] = ti
+		}
+		ti.names[m[1]]++
+		if m[6] == "IN" {
+			open[cpu] = ranSpan{start: t, tid: tid}
+			continue
+		}
+		if s, ok := open[cpu]; ok && s.tid == tid {
+			s.end, s.preempted = t, m[7] != ""
+			spans[cpu] = append(spans[cpu], s)
+			delete(open, cpu)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("no switch records: want perf script %s over a perf record with --switch-events", SwitchScriptArgs)
+	}
+	return &switchRecord{threads: threads, spans: spans}, nil
+}
+
 // SummarizeSwitches reads them.
 const SwitchScriptArgs = "--show-switch-events -F comm,pid,tid,cpu,time"
 
@@ -68,53 +129,11 @@ func (t *threadInfo) name() string {
 // preempt% is how often the device thread, woken, took the CPU from a
 // thread that was still running, rather than waiting for it to sleep.
 func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
-	threads := map[int]*threadInfo{}
-	spans := map[int][]ranSpan{} // by CPU
-	open := map[int]ranSpan{}    // a CPU's current thread, switched in
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	n := 0
-	for sc.Scan() {
-		m := switchLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		n++
-		pid, _ := strconv.Atoi(m[2])
-		tid, _ := strconv.Atoi(m[3])
-		cpu, _ := strconv.Atoi(m[4])
-		t, err := strconv.ParseFloat(m[5], 64)
-		if err != nil {
-			continue
-		}
-		ti := threads[tid]
-		if ti == nil {
-			ti = &threadInfo{pid: pid, names: map[string]int{}}
-			threads[tid] = ti
-		}
-		ti.names[m[1]]++
-		if m[6] == "IN" {
-			open[cpu] = ranSpan{start: t, tid: tid}
-			continue
-		}
-		if s, ok := open[cpu]; ok && s.tid == tid {
-			s.end, s.preempted = t, m[7] != ""
-			spans[cpu] = append(spans[cpu], s)
-			delete(open, cpu)
-		}
-	}
-	if err := sc.Err(); err != nil {
+	rec, err := readSwitches(r)
+	if err != nil {
 		return err
 	}
-	if n == 0 {
-		return fmt.Errorf("no switch records: want perf script %s over a perf record with --switch-events", SwitchScriptArgs)
-	}
-	name := func(tid int) string {
-		if ti := threads[tid]; ti != nil {
-			return ti.name()
-		}
-		return "?"
-	}
+	threads, spans, name := rec.threads, rec.spans, rec.name
 
 	// The device threads, each with the CPU it ran on most.
 	type device struct {
@@ -252,6 +271,88 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 			pct = 100 * float64(st.preemptions) / float64(st.wakes)
 		}
 		fmt.Fprintf(w, " %7.0f %8.1f %8.1f\n", medianOf(st.spansUs), meanOf(st.switches), pct)
+	}
+	return nil
+}
+
+// SummarizeWindow writes, for the switch lines of r between from and to
+// (perf's clock, in seconds), each thread name's CPU time, runs and
+// preempted runs (still runnable when it went out) per unit (the window
+// holds per of them: connections, pings), and the commonest switches from
+// one name to the next: where a cell's context switches are, on a CPU
+// that every thread of the cell shares (the nested L1 of bench usernet).
+func SummarizeWindow(r io.Reader, from, to, per float64, w io.Writer) error {
+	rec, err := readSwitches(r)
+	if err != nil {
+		return err
+	}
+	if per <= 0 {
+		per = 1
+	}
+	type group struct {
+		cpu             float64
+		runs, preempted int
+		tids            map[int]bool
+	}
+	groups := map[string]*group{}
+	switches := map[[2]string]int{}
+	total := 0
+	for _, ss := range rec.spans {
+		prev := ""
+		for _, s := range ss {
+			if s.start < from || s.end > to {
+				prev = ""
+				continue
+			}
+			nm := rec.name(s.tid)
+			g := groups[nm]
+			if g == nil {
+				g = &group{tids: map[int]bool{}}
+				groups[nm] = g
+			}
+			g.cpu += s.end - s.start
+			g.runs++
+			g.tids[s.tid] = true
+			if s.preempted {
+				g.preempted++
+			}
+			if prev != "" {
+				switches[[2]string{prev, nm}]++
+				total++
+			}
+			prev = nm
+		}
+	}
+	if len(groups) == 0 {
+		return fmt.Errorf("no switches between %.3f and %.3f s", from, to)
+	}
+	names := make([]string, 0, len(groups))
+	for nm := range groups {
+		names = append(names, nm)
+	}
+	sort.Slice(names, func(i, j int) bool { return groups[names[i]].cpu > groups[names[j]].cpu })
+	fmt.Fprintf(w, "%.3f-%.3f s, per unit of %g: %.1f switches\n", from, to, per, float64(total)/per)
+	fmt.Fprintf(w, "%-20s %8s %6s %10s %8s\n", "thread name", "cpu ms", "runs", "preempted", "threads")
+	for _, nm := range names {
+		g := groups[nm]
+		fmt.Fprintf(w, "%-20s %8.2f %6.1f %10.1f %8d\n", nm, 1000*g.cpu/per, float64(g.runs)/per, float64(g.preempted)/per, len(g.tids))
+	}
+	pairs := make([][2]string, 0, len(switches))
+	for k := range switches {
+		pairs = append(pairs, k)
+	}
+	sort.Slice(pairs, func(i, j int) bool {
+		if switches[pairs[i]] != switches[pairs[j]] {
+			return switches[pairs[i]] > switches[pairs[j]]
+		}
+		return pairs[i][0]+pairs[i][1] < pairs[j][0]+pairs[j][1]
+	})
+	fmt.Fprintln(w, "switches per unit, from -> to:")
+	for i, k := range pairs {
+		if i == 16 {
+			break
+		}
+		fmt.Fprintf(w, "  %-20s -> %-20s %6.1f\n", k[0], k[1], float64(switches[k])/per)
 	}
 	return nil
 }

@@ -74,3 +74,32 @@ func TestSummarizeSwitchesWantsSwitchRecords(t *testing.T) {
 		t.Errorf("got %v; want an error that names --switch-events", err)
 	}
 }
+
+func TestSummarizeWindowCountsSwitchesPerUnit(t *testing.T) {
+	trace := switchTrace(0, []step{
+		{"vcpu0", 100, 101, 1.0, true}, {"net-user0", 100, 102, 1.001, false},
+		{"tinyvmm-usernet", 200, 201, 1.002, false}, {"tinyvmm-usernet", 200, 202, 1.003, false},
+		{"vcpu0", 100, 101, 1.004, true}, {"net-user0", 100, 102, 1.005, false},
+		{"tinyvmm-usernet", 200, 201, 1.006, false}, {"vcpu0", 100, 101, 1.007, false},
+		{"swapper", 0, 0, 1.008, true}, {"vcpu0", 100, 101, 5.0, false}, {"swapper", 0, 0, 5.001, true},
+	})
+	var out strings.Builder
+	if err := SummarizeWindow(strings.NewReader(trace), 0.5, 2, 2, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"per unit of 2: 3.5 switches", // 8 runs inside the window: 7 switches from one to the next
+		"tinyvmm-usernet          1.50    1.5        0.0        2",
+		"vcpu0                    1.50    1.5        1.0        1",
+		"net-user0                1.00    1.0        0.0        1",
+		"tinyvmm-usernet      -> tinyvmm-usernet         0.5",
+		"vcpu0                -> net-user0               1.0",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, out.String())
+		}
+	}
+	if err := SummarizeWindow(strings.NewReader(trace), 10, 11, 1, &out); err == nil {
+		t.Error("an empty window: no error")
+	}
+}
