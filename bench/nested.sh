@@ -64,6 +64,7 @@ nested() {
 rm -f "$prof" "$profrx" "$perftxt" "$swdata" "$swtxt"
 status=0
 if [ -n "${NESTED_SWITCHES:-}" ]; then
+	command -v perf >/dev/null || { echo "bench/nested.sh: NESTED_SWITCHES needs the host's perf: apt-get install linux-perf" >&2; exit 1; }
 	# The bench runs as a -run line under perf record, so the lines that
 	# print its JSON and then the record come after it.
 	bin/tinyvmm-lab nested -lab -with-qemu -smp "${NESTED_SMP:-1}" -stall 3m -timeout "${NESTED_TIMEOUT:-25m}" \
