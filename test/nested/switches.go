@@ -22,7 +22,6 @@ const SwitchRecordArgs = "record -a -e cpu-clock -F 49 --switch-events"
 // waits of well under this inside.
 const DefaultTurnGap = 2 * time.Millisecond
 
-// SwitchScriptArgs are perf script's flags that print those switches as
 // switchRecord is what perf script's switch lines say: the threads, by
 // tid, and what ran on each CPU, in order.
 type switchRecord struct {
@@ -84,7 +83,8 @@ func readSwitches(r io.Reader) (*switchRecord, error) {
 	return &switchRecord{threads: threads, spans: spans}, nil
 }
 
-// SummarizeSwitches reads them.
+// SwitchScriptArgs are perf script's flags that print those switches as
+// readSwitches reads them.
 const SwitchScriptArgs = "--show-switch-events -F comm,pid,tid,cpu,time"
 
 // A switch line of perf script with SwitchScriptArgs, as
