@@ -32,7 +32,7 @@ type switchRecord struct {
 // name is a thread's commonest name in the record.
 func (rec *switchRecord) name(tid int) string {
 	if ti := rec.threads[tid]; ti != nil {
-		return ti.name()
+		return ti.name
 	}
 	return "?"
 }
@@ -80,6 +80,9 @@ func readSwitches(r io.Reader) (*switchRecord, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("no switch records: want perf script %s over a perf record with --switch-events", SwitchScriptArgs)
 	}
+	for _, ti := range threads {
+		ti.name = ti.commonest()
+	}
 	return &switchRecord{threads: threads, spans: spans}, nil
 }
 
@@ -100,12 +103,16 @@ type ranSpan struct {
 	preempted  bool
 }
 
+// threadInfo is a thread of the record: its process, and the names perf
+// gave it (a thread is renamed after it starts: vcpu0, net-tap0).
 type threadInfo struct {
 	pid   int
-	names map[string]int
+	names map[string]int // how often perf wrote each
+	name  string         // the commonest of names
 }
 
-func (t *threadInfo) name() string {
+// commonest is the name perf wrote most often for the thread.
+func (t *threadInfo) commonest() string {
 	best, n := "", -1
 	for s, c := range t.names {
 		if c > n || c == n && s < best {
@@ -191,9 +198,7 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 		wakes, preemptions int
 	}
 	stats := map[int]*turnStats{}
-	isDevice := map[int]*device{}
 	for _, d := range devs {
-		isDevice[d.tid] = d
 		stats[d.tid] = &turnStats{}
 	}
 	g := gap.Seconds()
@@ -202,7 +207,7 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 		flush := func() {
 			runs := map[int]int{}
 			for _, i := range turn {
-				if isDevice[ss[i].tid] != nil {
+				if byTid[ss[i].tid] != nil {
 					runs[ss[i].tid]++
 				}
 			}
@@ -213,7 +218,7 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 						d = nil // two devices in one turn: nobody's
 						break
 					}
-					d = isDevice[tid]
+					d = byTid[tid]
 				}
 			}
 			if d != nil {
