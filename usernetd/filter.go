@@ -6,11 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// guestFilter decides which of the guest's frames reach the switch.
+// guestFilter decides which of the guest's frames reach the stack.
 //
-// Every frame must come from the NIC's own MAC: gvisor-tap-vsock's switch
-// learns each source MAC it sees into a table it never prunes, so a guest
-// sending from made-up MACs would grow the process without bound.
+// Every frame must come from the NIC's own MAC: the wire has one NIC, and
+// a guest sending from made-up MACs would have the gateway learn each of
+// them (ARP) as a neighbour and answer it.
 //
 // With restrict (QEMU's restrict=on), the guest may only reach what the
 // gateway itself serves, DHCP and DNS, and answer the connections that
@@ -53,7 +53,7 @@ const (
 )
 
 // allow says whether frame (at least an Ethernet header long, no vnet
-// header) may go on to the switch, and counts the ones that may not.
+// header) may go on to the stack, and counts the ones that may not.
 func (f *guestFilter) allow(frame []byte) bool {
 	if [6]byte(frame[6:12]) != f.mac {
 		f.spoofed.Add(1)

@@ -16,18 +16,17 @@ import (
 // of a frame (12 bytes with num_buffers).
 const maxVnetHdr = 12
 
-// ethHeaderLen is the least a frame must hold: the switch reads both MACs
+// ethHeaderLen is the least a frame must hold: the link reads both MACs
 // and the type without checking the length.
 const ethHeaderLen = 14
 
-// frameConn is the gvisor-tap-vsock switch's end of the link: one Read is
-// one Ethernet frame from the guest, one Write one frame to it, as on the
-// SOCK_SEQPACKET socket of its "bess" protocol. Under it is the other end
-// of the device's socketpair, where each message carries the device's vnet
-// header first: Read takes it off (a TSO super-frame or a partial checksum
-// it announces needs nothing more: see userproc.Offloads), Write puts a
-// zero one on (the switch's frames are whole, their checksums done), and
-// writeFrame the one gsoLink made for a super-frame.
+// frameConn is the gateway's end of the link: one Read is one Ethernet
+// frame from the guest, one writeFrame one frame to it. Under it is the
+// other end of the device's socketpair, where each message carries the
+// device's vnet header first: Read takes it off (a TSO super-frame or a
+// partial checksum it announces needs nothing more: see userproc.Offloads),
+// and writeFrame puts on the one the link made (zeros for a whole frame
+// with its checksum done).
 type frameConn struct {
 	*net.UnixConn
 	hdrLen *atomic.Int32
@@ -100,15 +99,6 @@ func byteAt(h, b []byte, i int) byte {
 	return 0
 }
 
-// Write queues one frame to the guest behind a zero vnet header; the
-// batcher sends it. It waits while the queue is full (the guest is not
-// taking frames): that is the link's back-pressure; Close ends the wait.
-// Without a batcher (userproc.TxSingleEnv) it sends the frame itself.
-func (c *frameConn) Write(b []byte) (int, error) {
-	var hdr [maxVnetHdr]byte
-	return c.writeFrame(hdr[:c.hdrLen.Load()], b)
-}
-
 // writeFrame sends the frame made of parts behind h, a vnet header of
 // the current size.
 func (c *frameConn) writeFrame(h []byte, parts ...[]byte) (int, error) {
@@ -150,13 +140,3 @@ func (c *frameConn) Close() error {
 	}
 	return err
 }
-
-// deviceAddr names the device's end in the switch's messages (a
-// socketpair's ends have no address, and the switch prints them).
-var deviceAddr = &net.UnixAddr{Name: "virtio-net", Net: "unixpacket"}
-
-// LocalAddr implements net.Conn.
-func (c *frameConn) LocalAddr() net.Addr { return deviceAddr }
-
-// RemoteAddr implements net.Conn.
-func (c *frameConn) RemoteAddr() net.Addr { return deviceAddr }

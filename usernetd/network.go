@@ -9,10 +9,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/containers/gvisor-tap-vsock/pkg/services/dhcp"
 	"github.com/containers/gvisor-tap-vsock/pkg/services/dns"
 	gvforwarder "github.com/containers/gvisor-tap-vsock/pkg/services/forwarder"
-	"github.com/containers/gvisor-tap-vsock/pkg/tap"
 	"github.com/containers/gvisor-tap-vsock/pkg/types"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -26,10 +24,10 @@ import (
 	"tinyvmm/userproc"
 )
 
-// network is the gateway: gvisor-tap-vsock's switch, link endpoint and
-// services (DHCP, DNS, the TCP and UDP NAT) on a gVisor stack built here,
-// as its virtualnetwork.New builds it, but with the TCP options a link to a
-// real guest wants, which that one leaves at gVisor's defaults:
+// network is the gateway: a gVisor stack on the guest's wire (link), with
+// gvisor-tap-vsock's DNS service and UDP NAT, this package's TCP NAT and
+// DHCP server, and the TCP options a link to a real guest wants, which
+// gvisor-tap-vsock's virtualnetwork.New leaves at gVisor's defaults:
 //   - SACK: the device drops a frame the socketpair has no room for, and
 //     without SACK the guest's TCP (and the gateway's) recovers one lost
 //     segment per round trip, or waits for a retransmission timeout;
@@ -44,8 +42,7 @@ import (
 //     duplicate ACKs, or the retransmission timer.
 type network struct {
 	stack *stack.Stack
-	sw    *tap.Switch
-	link  *gsoLink
+	link  *link
 }
 
 const nicID = 1
@@ -63,22 +60,13 @@ func newGateway(cfg *Config) (*network, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := &types.Configuration{
-		MTU:               cfg.MTU,
-		Subnet:            Subnet,
-		GatewayIP:         GatewayIP,
-		GatewayMacAddress: gatewayMAC,
-		DHCPStaticLeases:  map[string]string{GuestIP: cfg.MAC.String()},
-	}
-	ep, err := tap.NewLinkEndpoint(false, uint32(cfg.MTU), gatewayMAC, GatewayIP, nil)
+	mac, err := net.ParseMAC(gatewayMAC)
 	if err != nil {
 		return nil, err
 	}
-	sw := tap.NewSwitch(false)
-	ep.Connect(sw)
-	sw.Connect(ep)
-	link := &gsoLink{LinkEndpoint: ep, direct: os.Getenv(userproc.NoGSOEnv) == "",
-		gateway: tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())}
+	gw := tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())
+	link := &link{mac: tcpip.LinkAddress(mac), gateway: gw, gso: os.Getenv(userproc.NoGSOEnv) == ""}
+	link.mtu.Store(uint32(cfg.MTU))
 
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
@@ -96,7 +84,6 @@ func newGateway(cfg *Config) (*network, error) {
 	if err := s.CreateNIC(nicID, link); err != nil {
 		return nil, errors.New(err.String())
 	}
-	gw := tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())
 	if err := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
 		Protocol: ipv4.ProtocolNumber, AddressWithPrefix: gw.WithPrefix(),
 	}, stack.AddressProperties{}); err != nil {
@@ -135,20 +122,10 @@ func newGateway(cfg *Config) (*network, error) {
 	go dnsServer.Serve()
 	go dnsServer.ServeTCP()
 
-	pool := tap.NewIPPool(subnet)
-	pool.Reserve(net.ParseIP(GatewayIP), gatewayMAC)
-	pool.Reserve(net.ParseIP(GuestIP), cfg.MAC.String())
-	dhcpServer, err := dhcp.New(conf, s, pool)
-	if err != nil {
+	if err := serveDHCP(s, subnet, cfg.MTU); err != nil {
 		return nil, err
 	}
-	go dhcpServer.Serve()
-	return &network{stack: s, sw: sw, link: link}, nil
-}
-
-// acceptBess serves the switch on conn until it ends.
-func (n *network) acceptBess(ctx context.Context, conn net.Conn) error {
-	return n.sw.Accept(ctx, conn, types.BessProtocol)
+	return &network{stack: s, link: link}, nil
 }
 
 // dialGuest opens a TCP connection from the gateway to addr in the

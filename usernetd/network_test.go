@@ -79,22 +79,26 @@ func TestGatewayOffersSACK(t *testing.T) {
 	t.Fatal("no SYN-ACK from the gateway in 20 s")
 }
 
+// arpRequest is a broadcast "who has target, tell ip at mac" behind a
+// zero vnet header, as the device sends it.
+func arpRequest(mac net.HardwareAddr, ip net.IP, target string) []byte {
+	f := make([]byte, header.EthernetMinimumSize+header.ARPSize)
+	header.Ethernet(f).Encode(&header.EthernetFields{SrcAddr: tcpip.LinkAddress(mac), DstAddr: header.EthernetBroadcastAddress, Type: header.ARPProtocolNumber})
+	a := header.ARP(f[header.EthernetMinimumSize:])
+	a.SetIPv4OverEthernet()
+	a.SetOp(header.ARPRequest)
+	copy(a.HardwareAddressSender(), mac)
+	copy(a.ProtocolAddressSender(), ip.To4())
+	copy(a.ProtocolAddressTarget(), net.ParseIP(target).To4())
+	return append(make([]byte, maxVnetHdr), f...)
+}
+
 // The gateway answers ARP for its own address only: the stack would
 // answer for any (it is the NAT), which would claim the guest's own
 // address when it checks it is free.
 func TestGatewayAnswersARPForItselfOnly(t *testing.T) {
 	b := open(t, Config{})
-	arp := func(target string) []byte {
-		f := make([]byte, header.EthernetMinimumSize+header.ARPSize)
-		header.Ethernet(f).Encode(&header.EthernetFields{SrcAddr: tcpip.LinkAddress(testMAC), DstAddr: header.EthernetBroadcastAddress, Type: header.ARPProtocolNumber})
-		a := header.ARP(f[header.EthernetMinimumSize:])
-		a.SetIPv4OverEthernet()
-		a.SetOp(header.ARPRequest)
-		copy(a.HardwareAddressSender(), testMAC)
-		copy(a.ProtocolAddressSender(), net.ParseIP(GuestIP).To4())
-		copy(a.ProtocolAddressTarget(), net.ParseIP(target).To4())
-		return append(make([]byte, maxVnetHdr), f...)
-	}
+	arp := func(target string) []byte { return arpRequest(testMAC, net.ParseIP(GuestIP), target) }
 	sendFrame(t, b.Fd(), arp(GuestIP))     // the guest checking its own address
 	sendFrame(t, b.Fd(), arp("10.0.2.77")) // a neighbour
 	sendFrame(t, b.Fd(), arp(GatewayIP))

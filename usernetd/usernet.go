@@ -1,18 +1,17 @@
 // Package usernetd is the virtio-net backend of --net user: rootless
-// user-mode networking in-process, on github.com/containers/gvisor-tap-vsock
-// (a gVisor network stack playing the gateway). The guest gets DHCP, DNS,
+// user-mode networking in-process, a gVisor network stack playing the
+// gateway with services from github.com/containers/gvisor-tap-vsock. The guest gets DHCP, DNS,
 // NAT to the host's own connections and port forwards from host addresses
 // into the guest; nothing needs root, a tap or a namespace.
 //
 // The device sees a plain Backend: its end of a SOCK_SEQPACKET socketpair,
 // one frame per message behind the vnet header, as with a tap. The other
-// end goes to the switch as one connection of gvisor-tap-vsock's "bess"
-// (SOCK_SEQPACKET) protocol through frameConn, which takes the vnet header
-// off and puts it back. Seqpacket rather than datagrams: a unix datagram
-// socket queues at most net.unix.max_dgram_qlen (10) messages however big
-// its buffer, so a burst would be dropped; a seqpacket one queues up to its
-// buffer. A length-prefixed stream (the "qemu" protocol) would need the
-// device to frame and unframe. Neither virtionet nor vmm imports this
+// end is the gateway's (frameConn, under its link endpoint), which takes
+// the vnet header off and puts it on. Seqpacket rather than datagrams: a
+// unix datagram socket queues at most net.unix.max_dgram_qlen (10)
+// messages however big its buffer, so a burst would be dropped; a
+// seqpacket one queues up to its buffer. A length-prefixed stream would
+// need the device to frame and unframe. Neither virtionet nor vmm imports this
 // package: tinyvmm-usernet (cmd/tinyvmm-usernet) runs it in a process of
 // its own on an inherited socketpair end (Attach), which package userproc
 // starts for the VMM.
@@ -48,7 +47,7 @@ const (
 // sockBuf is the send buffer asked for on each end of the socketpair: room
 // for a burst of full frames. Without privilege Linux caps it at
 // net.core.wmem_max (twice 208 KiB by default); a full buffer drops the
-// device's tx frame (as a tap's full queue does) and makes the switch wait.
+// device's tx frame (as a tap's full queue does) and makes the gateway wait.
 const sockBuf = 4 << 20
 
 // Config is one user-mode network.
@@ -69,7 +68,7 @@ type Backend struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
-	done   chan struct{} // closed when the switch has let go of the link
+	done   chan struct{} // closed when the gateway has let go of the link
 	err    error         // why it let go before Close, if it did
 	errMu  sync.Mutex
 }
@@ -103,7 +102,7 @@ func Open(cfg Config) (*Backend, error) {
 	return b, nil
 }
 
-// Attach starts a virtual network on fd, the switch's end of a
+// Attach starts a virtual network on fd, the gateway's end of a
 // SOCK_SEQPACKET socketpair whose other end a device in another process
 // holds (tinyvmm-usernet's inherited LinkFd). The Backend takes fd; its
 // Fd is -1. Done is closed when that end is closed (the VMM exited).
@@ -116,11 +115,11 @@ func Attach(fd int, cfg Config) (*Backend, error) {
 	return attach(vn, fd, -1, cfg)
 }
 
-// attach serves the switch on switchFd (which it takes) and opens the
+// attach serves the gateway's link on linkFd (which it takes) and opens the
 // forwards; devFd is the device's end if it is in this process, else -1.
-func attach(vn *network, switchFd, devFd int, cfg Config) (*Backend, error) {
-	userproc.SetSendBuffer(switchFd, sockBuf)
-	uc, err := unixConn(switchFd)
+func attach(vn *network, linkFd, devFd int, cfg Config) (*Backend, error) {
+	userproc.SetSendBuffer(linkFd, sockBuf)
+	uc, err := unixConn(linkFd)
 	if err != nil {
 		return nil, fmt.Errorf("net user: %v", err)
 	}
@@ -151,7 +150,7 @@ func attach(vn *network, switchFd, devFd int, cfg Config) (*Backend, error) {
 	go func() {
 		defer b.wg.Done()
 		defer close(b.done)
-		if err := vn.acceptBess(b.ctx, b.conn); err != nil && b.ctx.Err() == nil {
+		if err := vn.link.serve(b.conn); err != nil && b.ctx.Err() == nil {
 			b.errMu.Lock()
 			b.err = err
 			b.errMu.Unlock()
@@ -179,7 +178,7 @@ func newNetwork(cfg *Config) (*network, error) {
 	return n, nil
 }
 
-// unixConn makes fd (the switch's end) a *net.UnixConn on Go's poller.
+// unixConn makes fd (the gateway's end) a *net.UnixConn on Go's poller.
 func unixConn(fd int) (*net.UnixConn, error) {
 	f := fdFile(fd)
 	defer f.Close() // FileConn holds a dup
@@ -249,11 +248,11 @@ func (b *Backend) Spoofed() uint64 { return b.conn.filter.spoofed.Load() }
 // Refused counts the guest's frames that restrict kept from the stack.
 func (b *Backend) Refused() uint64 { return b.conn.filter.refused.Load() }
 
-// Done is closed when the switch has let go of the link: Close, or the
+// Done is closed when the gateway has let go of the link: Close, or the
 // device's end closed.
 func (b *Backend) Done() <-chan struct{} { return b.done }
 
-// Err is why the switch let go of the link before Close, if it did.
+// Err is why the gateway let go of the link before Close, if it did.
 func (b *Backend) Err() error {
 	b.errMu.Lock()
 	defer b.errMu.Unlock()
@@ -270,7 +269,7 @@ func (b *Backend) Close() error {
 		for _, fw := range b.fwds {
 			fw.close()
 		}
-		b.conn.Close() // ends AcceptBess's read
+		b.conn.Close() // ends the link's read
 		if b.fd >= 0 {
 			err = unix.Close(b.fd)
 		}

@@ -144,7 +144,7 @@ func TestHostileFramesAreDropped(t *testing.T) {
 			t.Fatalf("frame %d: %v", i, err)
 		}
 	}
-	big := make([]byte, 200<<10) // longer than the switch's read buffer
+	big := make([]byte, 200<<10) // longer than the link's read buffer
 	copy(big[maxVnetHdr:], append(append([]byte{}, gw...), testMAC...))
 	unix.SetsockoptInt(b.Fd(), unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
 	if err := unix.Send(b.Fd(), big, unix.MSG_DONTWAIT); err != nil {

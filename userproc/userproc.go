@@ -4,9 +4,9 @@
 // beside QEMU. This package starts it, hands it one end of a
 // SOCK_SEQPACKET socketpair and keeps the other as the device's backend.
 //
-// Why a process: gvisor-tap-vsock's dependencies run package inits (tens
-// of milliseconds, ~10 MB of binary) that every tinyvmm would pay, and a
-// hostile frame that panics its switch then takes down only that process.
+// Why a process: the stack and its dependencies (~10 MB of binary, a
+// hundred package inits) would be paid by every tinyvmm, and a hostile
+// frame that panics the stack then takes down only that process.
 // This package imports none of it; both sides share the layout, the
 // command line and the link's one control message defined here.
 package userproc
@@ -66,7 +66,7 @@ type Forward struct {
 
 // The child's inherited descriptors (exec.Cmd.ExtraFiles 0 and 1).
 const (
-	// LinkFd is the switch's end of the socketpair.
+	// LinkFd is the gateway's end of the socketpair.
 	LinkFd = 3
 	// ReadyFd is a pipe: one line, "ready ADDR..." (each hostfwd's
 	// listening address, in order) or "error MESSAGE", then closed.
@@ -112,9 +112,8 @@ const ProfileEnv = "TINYVMM_USERNET_CPUPROFILE"
 
 // NoGSOEnv, set in tinyvmm-usernet's environment, keeps it from sending
 // a guest that takes TSO (OffloadMsg) TCP super-frames of up to 64 KiB
-// with partial checksums, straight to the link, and has it send 1.5 KiB
-// frames, each with its checksum done, through gvisor-tap-vsock's switch:
-// the benchmark's way to compare the two.
+// with partial checksums, and has it send 1.5 KiB frames, each with its
+// checksum done: the benchmark's way to compare the two.
 const NoGSOEnv = "TINYVMM_USERNET_NO_GSO"
 
 // TxSingleEnv, set in tinyvmm-usernet's environment, makes it send each

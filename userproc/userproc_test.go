@@ -2,6 +2,7 @@ package userproc
 
 import (
 	"bytes"
+	"debug/buildinfo"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,7 +28,7 @@ var (
 
 // withChild builds tinyvmm-usernet once and puts it on PATH (the test
 // binary has no tinyvmm-usernet next to it).
-func withChild(t *testing.T) {
+func withChild(t testing.TB) {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "userproc-test-")
@@ -53,6 +54,42 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
+}
+
+// BenchmarkStart is the user network's start as the VMM waits for it
+// before the guest boots: from Start to the child's ready line.
+func BenchmarkStart(b *testing.B) {
+	withChild(b)
+	for range b.N {
+		be, err := Start(Config{MAC: testMAC}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		be.Close()
+		b.StartTimer()
+	}
+}
+
+// The child leaves gopacket out: its packet decoders' package init was
+// three quarters of the child's, paid before every --net user guest could
+// boot, for a debug dump in gvisor-tap-vsock's switch and link endpoint
+// (pkg/tap, which its DHCP service imports too).
+func TestChildLeavesOutGopacket(t *testing.T) {
+	withChild(t)
+	prog, err := Find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := buildinfo.ReadFile(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range info.Deps {
+		if strings.Contains(m.Path, "gopacket") {
+			t.Errorf("%s links %s", Program, m.Path)
+		}
+	}
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }

@@ -1,0 +1,138 @@
+package usernetd
+
+import (
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// dhcpFrame is msg from ip:68 to dst:67 in a broadcast frame from the
+// guest's MAC, behind a zero vnet header, as the device sends it.
+func dhcpFrame(msg *dhcpv4.DHCPv4, ip, dst net.IP) []byte {
+	payload := msg.ToBytes()
+	f := make([]byte, header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize+len(payload))
+	header.Ethernet(f).Encode(&header.EthernetFields{SrcAddr: tcpip.LinkAddress(testMAC), DstAddr: header.EthernetBroadcastAddress, Type: header.IPv4ProtocolNumber})
+	ipv4 := header.IPv4(f[header.EthernetMinimumSize:])
+	ipv4.Encode(&header.IPv4Fields{
+		TotalLength: uint16(len(ipv4)), TTL: 64, Protocol: uint8(header.UDPProtocolNumber),
+		SrcAddr: tcpip.AddrFrom4Slice(ip.To4()), DstAddr: tcpip.AddrFrom4Slice(dst.To4()),
+	})
+	ipv4.SetChecksum(^ipv4.CalculateChecksum())
+	udp := header.UDP(ipv4[header.IPv4MinimumSize:])
+	udp.Encode(&header.UDPFields{SrcPort: 68, DstPort: 67, Length: uint16(len(udp))})
+	copy(udp.Payload(), payload)
+	sum := header.PseudoHeaderChecksum(header.UDPProtocolNumber, ipv4.SourceAddress(), ipv4.DestinationAddress(), uint16(len(udp)))
+	udp.SetChecksum(^udp.CalculateChecksum(checksum.Checksum(udp.Payload(), sum)))
+	return append(make([]byte, maxVnetHdr), f...)
+}
+
+// dhcpAnswer is the next DHCP message the gateway sends the guest, with
+// the frame's destination MAC and IP address.
+func dhcpAnswer(t *testing.T, fd int) (*dhcpv4.DHCPv4, tcpip.LinkAddress, net.IP) {
+	t.Helper()
+	buf := make([]byte, 65536)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 100)
+		n, err := unix.Read(fd, buf)
+		if err != nil || n < maxVnetHdr+header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize {
+			continue
+		}
+		eth := header.Ethernet(buf[maxVnetHdr:n])
+		ip := header.IPv4(eth[header.EthernetMinimumSize:])
+		if eth.Type() != header.IPv4ProtocolNumber || ip.Protocol() != uint8(header.UDPProtocolNumber) {
+			continue
+		}
+		udp := header.UDP(ip[ip.HeaderLength():])
+		if udp.SourcePort() != 67 || udp.DestinationPort() != 68 {
+			continue
+		}
+		m, err := dhcpv4.FromBytes(udp.Payload())
+		if err != nil {
+			t.Fatalf("the gateway's DHCP answer does not parse: %v", err)
+		}
+		dst := ip.DestinationAddress()
+		return m, eth.DestinationAddress(), net.IP(dst.AsSlice())
+	}
+	t.Fatal("no DHCP answer in 10 s")
+	return nil, "", nil
+}
+
+// The guest's DHCP client gets GuestIP with the gateway as router and DNS
+// server, the subnet's mask and the MTU, offered and acknowledged by
+// broadcast while it has no address and by unicast once it renews; a
+// request for another address is refused.
+func TestDHCPLeasesTheGuestItsAddress(t *testing.T) {
+	b := open(t, Config{MTU: 1400})
+	gateway, guest := net.ParseIP(GatewayIP).To4(), net.ParseIP(GuestIP).To4()
+	discover, err := dhcpv4.NewDiscovery(testMAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFrame(t, b.Fd(), dhcpFrame(discover, net.IPv4zero, net.IPv4bcast))
+	offer, mac, to := dhcpAnswer(t, b.Fd())
+	if offer.MessageType() != dhcpv4.MessageTypeOffer || !offer.YourIPAddr.Equal(guest) || offer.TransactionID != discover.TransactionID {
+		t.Fatalf("offer: %s", offer.Summary())
+	}
+	if mac != header.EthernetBroadcastAddress || !to.Equal(net.IPv4bcast) {
+		t.Errorf("the offer went to %v at %v, want broadcast", to, mac)
+	}
+	if r := offer.Router(); len(r) != 1 || !r[0].Equal(gateway) {
+		t.Errorf("router %v", r)
+	}
+	if d := offer.DNS(); len(d) != 1 || !d[0].Equal(gateway) {
+		t.Errorf("DNS %v", d)
+	}
+	if m := offer.SubnetMask(); net.IP(m).String() != "255.255.255.0" {
+		t.Errorf("mask %v", net.IP(m))
+	}
+	if id := offer.ServerIdentifier(); !id.Equal(gateway) {
+		t.Errorf("server identifier %v", id)
+	}
+	if mtu := offer.Options.Get(dhcpv4.OptionInterfaceMTU); len(mtu) != 2 || binary.BigEndian.Uint16(mtu) != 1400 {
+		t.Errorf("MTU option %v, want 1400", mtu)
+	}
+	if lease := offer.IPAddressLeaseTime(0); lease != dhcpLease {
+		t.Errorf("lease %v", lease)
+	}
+
+	request, err := dhcpv4.NewRequestFromOffer(offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFrame(t, b.Fd(), dhcpFrame(request, net.IPv4zero, net.IPv4bcast))
+	if ack, _, _ := dhcpAnswer(t, b.Fd()); ack.MessageType() != dhcpv4.MessageTypeAck || !ack.YourIPAddr.Equal(guest) {
+		t.Fatalf("answer to the request: %s", ack.Summary())
+	}
+
+	// Renewing: unicast from the guest's address, with it in ciaddr. The
+	// gateway answers by unicast too, so it must know the guest's MAC,
+	// which a guest's ARP for the gateway tells it.
+	sendFrame(t, b.Fd(), arpRequest(testMAC, guest, GatewayIP))
+	renew, err := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithClientIP(guest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renew.Options.Del(dhcpv4.OptionRequestedIPAddress)
+	renew.Options.Del(dhcpv4.OptionServerIdentifier)
+	sendFrame(t, b.Fd(), dhcpFrame(renew, guest, gateway))
+	ack, _, to := dhcpAnswer(t, b.Fd())
+	if ack.MessageType() != dhcpv4.MessageTypeAck || !ack.YourIPAddr.Equal(guest) || !to.Equal(guest) {
+		t.Fatalf("answer to the renewal, to %v: %s", to, ack.Summary())
+	}
+
+	other, err := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 0, 2, 99))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFrame(t, b.Fd(), dhcpFrame(other, net.IPv4zero, net.IPv4bcast))
+	if nak, _, _ := dhcpAnswer(t, b.Fd()); nak.MessageType() != dhcpv4.MessageTypeNak || !nak.YourIPAddr.IsUnspecified() {
+		t.Fatalf("answer to a request for 10.0.2.99: %s", nak.Summary())
+	}
+}
