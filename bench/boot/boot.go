@@ -225,8 +225,8 @@ func (b *bencher) boot(s System) Run {
 	}
 	defer os.RemoveAll(dir)
 	switch s {
-	case SysTinyvmm:
-		return b.bootTinyvmm(dir)
+	case SysTinyvmm, SysTinyvmmUser:
+		return b.bootTinyvmm(s, dir)
 	case SysFloor:
 		return b.runFloor()
 	}
@@ -239,9 +239,12 @@ func (b *bencher) command(s System, dir string) []string {
 	if s == SysFloor {
 		return []string{b.floor, "-exits", "1", "-stamp"}
 	}
-	if s == SysTinyvmm {
+	if s == SysTinyvmm || s == SysTinyvmmUser {
 		args := []string{b.tinyvmm, "run", "--kernel", b.kernel, "--initrd", b.initrd, "--mem", mem + "M",
 			"--stats=" + filepath.Join(dir, "stats.json")}
+		if s == SysTinyvmmUser {
+			args = append(args, "--net", "user")
+		}
 		if b.o.Append != "" {
 			args = append(args, "--append", b.o.Append)
 		}

@@ -25,3 +25,16 @@ func TestUnfit(t *testing.T) {
 		}
 	}
 }
+
+// tinyvmm-user boots as tinyvmm does, with --net user before the command.
+func TestTinyvmmUserHasAUserNet(t *testing.T) {
+	b := &bencher{tinyvmm: "/bin/tinyvmm", kernel: "vmlinux", initrd: "initrd", o: Options{MemMiB: 64}}
+	plain := strings.Join(b.command(SysTinyvmm, "DIR"), " ")
+	user := strings.Join(b.command(SysTinyvmmUser, "DIR"), " ")
+	if strings.Contains(plain, "--net") {
+		t.Errorf("tinyvmm: %s", plain)
+	}
+	if want := strings.TrimSuffix(plain, " -- true") + " --net user -- true"; user != want {
+		t.Errorf("tinyvmm-user: %s\nwant %s", user, want)
+	}
+}

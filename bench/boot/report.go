@@ -21,8 +21,11 @@ type System string
 // The systems, in table order.
 const (
 	SysTinyvmm System = "tinyvmm"
-	SysMicrovm System = "qemu-microvm"
-	SysQ35     System = "qemu-q35"
+	// SysTinyvmmUser is tinyvmm with --net user: its set-up ("open nets")
+	// waits for the user network's process to be ready.
+	SysTinyvmmUser System = "tinyvmm-user"
+	SysMicrovm     System = "qemu-microvm"
+	SysQ35         System = "qemu-q35"
 	// SysFloor is no VMM: kvmprobe (test/nested/kvmprobe), a small Go
 	// program that makes a VM with one memory slot and one vCPU and runs it,
 	// so its spawn to first KVM_RUN is what any Go VMM pays on this host
@@ -32,7 +35,7 @@ const (
 )
 
 // AllSystems lists every system in table order.
-var AllSystems = []System{SysTinyvmm, SysMicrovm, SysQ35, SysFloor}
+var AllSystems = []System{SysTinyvmm, SysTinyvmmUser, SysMicrovm, SysQ35, SysFloor}
 
 // Run is one boot: every time is in seconds from the moment the benchmark
 // started the VMM process (fork and exec included). A milestone the system

@@ -17,11 +17,11 @@ import (
 	"tinyvmm/vmm"
 )
 
-// bootTinyvmm runs tinyvmm with --stats=FILE and takes its milestones
-// from there: its timestamps are Unix nanoseconds, on the same clock as
-// the spawn time taken here.
-func (b *bencher) bootTinyvmm(dir string) Run {
-	_, start, run := b.spawn(SysTinyvmm, dir)
+// bootTinyvmm runs tinyvmm (s) with --stats=FILE and takes its
+// milestones from there: its timestamps are Unix nanoseconds, on the same
+// clock as the spawn time taken here.
+func (b *bencher) bootTinyvmm(s System, dir string) Run {
+	_, start, run := b.spawn(s, dir)
 	if run.Err != "" {
 		return run
 	}
