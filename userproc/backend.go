@@ -69,9 +69,14 @@ type Backend struct {
 	exited   chan struct{} // closed when the child has been waited for
 	waitErr  error         // its exit, once exited is closed
 
-	ready     chan struct{} // closed when Start succeeded
+	ready     chan struct{} // closed when Ready succeeded
 	closeOnce sync.Once
 	closing   chan struct{}
+
+	readyLine *os.File // the child's ReadyFd pipe, read by Ready
+	want      int      // hostfwds the ready line must report
+	readyOnce sync.Once
+	readyErr  error
 }
 
 // TraceEnv, in tinyvmm-usernet's environment (tinyvmm passes its own
@@ -101,11 +106,26 @@ func Find() (string, error) {
 	return "", fmt.Errorf("%s not found next to %s or on PATH (make build puts it in bin/)", Program, where)
 }
 
-// Start runs tinyvmm-usernet for cfg and waits until it is ready: its
-// hostfwd listeners are open (a busy port is an error here, before the
-// guest boots). logf, if not nil, is told when the child exits before
-// Close.
+// Start runs tinyvmm-usernet for cfg and waits until it is ready: Launch,
+// then Ready.
 func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) {
+	b, err := Launch(cfg, logf)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Ready(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Launch starts tinyvmm-usernet for cfg and returns without waiting for
+// it, so that the child starts while the VMM sets up the rest of the VM:
+// the device can be made on the Backend at once (its control messages
+// wait in the link), and Ready, before the guest runs, waits for the
+// child. logf, if not nil, is told when the child exits after Ready and
+// before Close.
+func Launch(cfg Config, logf func(format string, args ...any)) (*Backend, error) {
 	if len(cfg.MAC) != 6 {
 		return nil, fmt.Errorf("net user: the guest's MAC %v is not 6 bytes", cfg.MAC)
 	}
@@ -133,7 +153,6 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("net user: %v", err)
 	}
-	defer rd.Close()
 
 	cmd := exec.Command(prog, cfg.Args()...)
 	cmd.ExtraFiles = []*os.File{link, wr} // LinkFd, ReadyFd
@@ -144,7 +163,8 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		Pdeathsig: syscall.SIGKILL,
 		Setpgid:   true,
 	}
-	b := &Backend{fd: fds[0], cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{}), ready: make(chan struct{})}
+	b := &Backend{fd: fds[0], cmd: cmd, exited: make(chan struct{}), closing: make(chan struct{}), ready: make(chan struct{}),
+		readyLine: rd, want: len(cfg.Forwards)}
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig follows the forking thread, not the process: this
@@ -179,14 +199,35 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 	err = <-started
 	wr.Close()
 	if err != nil {
+		rd.Close()
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("net user: %v", err)
 	}
 	rd.SetReadDeadline(time.Now().Add(readyTimeout))
-	line, rerr := bufio.NewReader(rd).ReadString('\n')
+	return b, nil
+}
+
+// Ready waits until the child is ready: its hostfwd listeners are open (a
+// busy port is an error here, before the guest boots). After an error the
+// child is gone (Close). Forwards holds the listeners' addresses once it
+// has returned nil; later calls return what the first did.
+func (b *Backend) Ready() error {
+	b.readyOnce.Do(func() {
+		defer b.readyLine.Close()
+		if b.readyErr = b.awaitReady(); b.readyErr != nil {
+			b.Close()
+			return
+		}
+		close(b.ready)
+	})
+	return b.readyErr
+}
+
+// awaitReady reads the child's ready line.
+func (b *Backend) awaitReady() error {
+	line, rerr := bufio.NewReader(b.readyLine).ReadString('\n')
 	if rerr != nil && line == "" && errors.Is(rerr, os.ErrDeadlineExceeded) {
-		b.Close()
-		return nil, fmt.Errorf("net user: %s was not ready after %v", Program, readyTimeout)
+		return fmt.Errorf("net user: %s was not ready after %v", Program, readyTimeout)
 	}
 	var exitErr error
 	if line == "" {
@@ -196,21 +237,19 @@ func Start(cfg Config, logf func(format string, args ...any)) (*Backend, error) 
 		case <-time.After(time.Second):
 		}
 	}
-	b.forwards, err = parseReady(line)
+	forwards, err := parseReady(line)
 	if err != nil && exitErr != nil {
 		err = fmt.Errorf("%v (%v)", err, exitErr)
 	}
 	if err != nil {
-		b.Close()
 		// usernet's errors say "net user:" already.
-		return nil, fmt.Errorf("net user: %s", strings.TrimPrefix(err.Error(), "net user: "))
+		return fmt.Errorf("net user: %s", strings.TrimPrefix(err.Error(), "net user: "))
 	}
-	if len(b.forwards) != len(cfg.Forwards) {
-		b.Close()
-		return nil, fmt.Errorf("net user: %s reported %d forwards for %d", Program, len(b.forwards), len(cfg.Forwards))
+	if len(forwards) != b.want {
+		return fmt.Errorf("net user: %s reported %d forwards for %d", Program, len(forwards), b.want)
 	}
-	close(b.ready)
-	return b, nil
+	b.forwards = forwards
+	return nil
 }
 
 // exitIsNews says whether the child's exit, just waited for, should be
@@ -281,7 +320,8 @@ func (b *Backend) SetOffload(flags uint) error {
 	return b.control(OffloadMsg, byte(flags), "the guest's offloads")
 }
 
-// Forwards returns the host address each hostfwd listens on, in order.
+// Forwards returns the host address each hostfwd listens on, in order,
+// once Ready has returned nil.
 func (b *Backend) Forwards() []string { return b.forwards }
 
 // Pid is the child's process id.
@@ -299,6 +339,7 @@ func (b *Backend) Close() error {
 			b.cmd.Process.Kill()
 			<-b.exited
 		}
+		b.readyLine.Close() // if Ready never read it
 		err = unix.Close(b.fd)
 	})
 	return err

@@ -134,6 +134,66 @@ func TestStartForwardsAndClose(t *testing.T) {
 	}
 }
 
+// Launch returns before the child is ready: the device's control
+// messages go out at once, and Ready waits. A busy hostfwd port is then
+// Ready's error, every time it is asked, with the child gone; Close
+// after Launch alone leaves no child and no descriptor behind.
+func TestLaunchThenReady(t *testing.T) {
+	withChild(t)
+	b, err := Launch(Config{MAC: testMAC, Forwards: []Forward{{Host: "127.0.0.1:0", GuestPort: 80}}}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.SetVnetHdrSize(10); err != nil {
+		t.Fatalf("header size before the child is ready: %v", err)
+	}
+	if err := b.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ready(); err != nil || len(b.Forwards()) != 1 {
+		t.Fatalf("Ready again: %v, forwards %v", err, b.Forwards())
+	}
+
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy, err := Launch(Config{MAC: testMAC, Forwards: []Forward{{Host: ln.Addr().String(), GuestPort: 80}}}, nil)
+	if err != nil {
+		t.Fatalf("Launch waited for the child: %v", err)
+	}
+	pid := busy.Pid()
+	err = busy.Ready()
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Ready: %v, want the busy port", err)
+	}
+	if again := busy.Ready(); again != err {
+		t.Errorf("Ready again: %v", again)
+	}
+	if alive(pid) {
+		t.Errorf("child %d still there after Ready failed", pid)
+	}
+
+	fds := func() int { d, _ := os.ReadDir("/proc/self/fd"); return len(d) }
+	before := fds()
+	c, err := Launch(Config{MAC: testMAC}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid = c.Pid()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("child %d still there after Close", pid)
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open before Launch, %d after Close", before, after)
+	}
+}
+
 // A busy hostfwd port is one error line from Start (nothing else said),
 // and no child is left (Start waited for it).
 func TestStartBusyPort(t *testing.T) {

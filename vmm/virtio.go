@@ -20,10 +20,16 @@ type netDevice struct {
 
 func (n *netDevice) stats() any { return n.dev.Stats() }
 
-// openNets opens (or creates) each --net backend and makes its device on
-// it: the device opens nothing itself. It needs no KVM, so a busy or
-// missing tap is reported before /dev/kvm.
-func (m *machine) openNets() error {
+// userNet is a --net user's process, started before the rest of the VM.
+type userNet struct {
+	b      *userproc.Backend
+	ifname string
+	fwds   []userproc.Forward
+}
+
+// normalizeNets makes each --net's device config, normalized once: the
+// defaults and the rules are virtionet's.
+func (m *machine) normalizeNets() error {
 	for _, nc := range m.cfg.Nets {
 		cfg := nc.config()
 		if cfg.Queues == 0 {
@@ -33,17 +39,64 @@ func (m *machine) openNets() error {
 			cfg.Log = func(format string, args ...any) { m.logf(format, args...) }
 		}
 		cfg.VCPUThreads = m.vcpuThreads
-		// The one normalization of the config the device runs on: the
-		// defaults and the rules are virtionet's.
 		cfg, err := cfg.Normalized()
 		if err != nil {
 			return err
 		}
+		m.netCfgs = append(m.netCfgs, cfg)
+	}
+	return nil
+}
+
+// launchUserNets starts each --net user's process (userproc.Launch) first
+// of all, so that it gets ready while the guest is loaded and the VM
+// made; openNets makes its device on it, awaitUserNets waits for it.
+func (m *machine) launchUserNets() error {
+	for i, nc := range m.cfg.Nets {
+		if nc.User == nil {
+			continue
+		}
+		uc, cfg := *nc.User, m.netCfgs[i]
+		uc.MAC, uc.MTU = cfg.MAC, cfg.MTU // cfg is normalized: the device's own
+		b, err := userproc.Launch(uc, func(format string, args ...any) { m.logf(format, args...) })
+		if err != nil {
+			return err
+		}
+		m.onTeardown(func() { b.Close() }) // if no device took it
+		m.userNets = append(m.userNets, userNet{b: b, ifname: cfg.Ifname, fwds: uc.Forwards})
+	}
+	return nil
+}
+
+// awaitUserNets waits until each --net user's process is ready, and says
+// where a hostfwd whose port it chose listens.
+func (m *machine) awaitUserNets() error {
+	for _, u := range m.userNets {
+		if err := u.b.Ready(); err != nil {
+			return err
+		}
+		for i, addr := range u.b.Forwards() {
+			if strings.HasSuffix(u.fwds[i].Host, ":0") {
+				m.cfg.Notices = append(m.cfg.Notices, fmt.Sprintf("net %s: %s forwards to guest port %d", u.ifname, addr, u.fwds[i].GuestPort))
+			}
+		}
+	}
+	return nil
+}
+
+// openNets opens (or creates) each --net backend, or takes the user
+// network's, and makes its device on it: the device opens nothing itself.
+// It needs no KVM, so a busy or missing tap is reported before /dev/kvm.
+func (m *machine) openNets() error {
+	users := m.userNets
+	for i, nc := range m.cfg.Nets {
 		var dev *virtionet.Device
+		var err error
 		if nc.User != nil {
-			dev, err = m.openUserNet(cfg, *nc.User)
+			dev, err = virtionet.New(m.netCfgs[i], users[0].b)
+			users = users[1:]
 		} else {
-			dev, err = openNet(cfg)
+			dev, err = openNet(m.netCfgs[i])
 		}
 		if err != nil {
 			return err
@@ -101,28 +154,6 @@ func (m *machine) vcpuThreads() []int {
 		}
 	}
 	return tids
-}
-
-// openUserNet starts a user-mode network (a tinyvmm-usernet process, see
-// userproc) and the device on it; cfg is normalized.
-func (m *machine) openUserNet(cfg virtionet.Config, uc userproc.Config) (*virtionet.Device, error) {
-	uc.MAC, uc.MTU = cfg.MAC, cfg.MTU // cfg is normalized: the device's own
-	b, err := userproc.Start(uc, func(format string, args ...any) { m.logf(format, args...) })
-	if err != nil {
-		return nil, err
-	}
-	dev, err := virtionet.New(cfg, b)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	for i, addr := range b.Forwards() {
-		if !strings.HasSuffix(uc.Forwards[i].Host, ":0") {
-			continue // the user knows the port
-		}
-		m.cfg.Notices = append(m.cfg.Notices, fmt.Sprintf("net %s: %s forwards to guest port %d", cfg.Ifname, addr, uc.Forwards[i].GuestPort))
-	}
-	return dev, nil
 }
 
 // attachPCI puts the PCI host bridge on ports 0xCF8-0xCFF and each net

@@ -14,6 +14,7 @@ import (
 	"tinyvmm/devices"
 	"tinyvmm/internal/sysmon"
 	"tinyvmm/kvm"
+	"tinyvmm/virtionet"
 )
 
 // machine is one running VM and everything it owns.
@@ -35,6 +36,8 @@ type machine struct {
 	console   *firstOutputWriter
 	panics    *panicWatcher
 	input     *cancellableReader
+	netCfgs   []virtionet.Config // each --net's, normalized
+	userNets  []userNet          // the --net user processes, in order
 	nets      []*netDevice
 	shares    []*shareDevice
 
@@ -83,6 +86,15 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	defer m.close()
+	if err := m.normalizeNets(); err != nil {
+		return 1, err
+	}
+	if err := m.launchUserNets(); err != nil {
+		return 1, err
+	}
+	if len(m.userNets) > 0 {
+		m.boot.step("launch user nets")
+	}
 	st, err := m.loadGuest()
 	if err != nil {
 		return 1, err
@@ -110,6 +122,12 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		return 1, err
 	}
 	m.boot.step("vCPUs")
+	if err := m.awaitUserNets(); err != nil {
+		return 1, err
+	}
+	if len(m.userNets) > 0 {
+		m.boot.step("user nets ready")
+	}
 	if m.host.PVM {
 		m.logf("%s", m.host)
 	}

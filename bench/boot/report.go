@@ -21,8 +21,9 @@ type System string
 // The systems, in table order.
 const (
 	SysTinyvmm System = "tinyvmm"
-	// SysTinyvmmUser is tinyvmm with --net user: its set-up ("open nets")
-	// waits for the user network's process to be ready.
+	// SysTinyvmmUser is tinyvmm with --net user: its set-up starts the
+	// user network's process first and waits for it before the vCPUs run
+	// ("user nets ready").
 	SysTinyvmmUser System = "tinyvmm-user"
 	SysMicrovm     System = "qemu-microvm"
 	SysQ35         System = "qemu-q35"
