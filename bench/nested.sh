@@ -64,15 +64,7 @@ nested() {
 rm -f "$prof" "$profrx" "$perftxt" "$swdata" "$swtxt"
 status=0
 if [ -n "${NESTED_SWITCHES:-}" ]; then
-	command -v perf >/dev/null || { echo "bench/nested.sh: NESTED_SWITCHES needs the host's perf: apt-get install linux-perf" >&2; exit 1; }
-	# The bench runs as a -run line under perf record, so the lines that
-	# print its JSON and then the record come after it.
-	bin/tinyvmm-lab nested -lab -with-qemu -smp "${NESTED_SMP:-1}" -stall 3m -timeout "${NESTED_TIMEOUT:-25m}" \
-		$(command -v iperf3 >/dev/null && echo -tool iperf3) -tool "$(command -v perf)" $files \
-		-run "$(command -v perf) $(go run ./test/nested/cmd/switchsum -record-args) -o /tmp/switches.data $l1repo/tinyvmm-lab bench e2e $*" \
-		-run 'busybox echo NESTED-JSON-BEGIN' -run "busybox cat $l1repo/out/bench/e2e.json" -run 'busybox echo NESTED-JSON-END' \
-		-run 'busybox gzip -f /tmp/switches.data' -run 'busybox echo NESTED-SWITCHES-BEGIN' \
-		-run 'busybox base64 /tmp/switches.data.gz' -run 'busybox echo NESTED-SWITCHES-END' >"$log" 2>&1 || status=$?
+	nested -perf-switches -- bench e2e "$@" >"$log" 2>&1 || status=$?
 elif [ -n "${NESTED_PROFILE:-}" ]; then
 	# find -exec: a profile whose cells did not run (--only) is no failure.
 	nested -run 'busybox echo NESTED-PROF-BEGIN' -run 'busybox find /tmp -maxdepth 1 -name tx.prof -exec busybox base64 {} ;' -run 'busybox echo NESTED-PROF-END' \
@@ -95,8 +87,7 @@ between PROFRX | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d >"$profrx" || true
 between JSON >"$json" || true
 if [ -n "${NESTED_SWITCHES:-}" ]; then
 	if between SWITCHES | grep -E '^[A-Za-z0-9+/=]+$' | base64 -d | gunzip >"$swdata" && [ -s "$swdata" ] &&
-		perf script -i "$swdata" $(go run ./test/nested/cmd/switchsum -script-args) 2>/dev/null |
-		go run ./test/nested/cmd/switchsum >"$swtxt"; then
+		go run ./test/nested/cmd/switchsum -data "$swdata" >"$swtxt"; then
 		echo "== $swtxt"
 		cat "$swtxt"
 	else

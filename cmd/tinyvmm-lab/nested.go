@@ -65,6 +65,7 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	lab := fs.Bool("lab", false, "the command line after -- is a tinyvmm-lab one (bench e2e, bench boot, ...)")
 	withQEMU := fs.Bool("with-qemu", false, "put the host's "+nested.QEMUBinary+" (libraries, bench firmware) into L1")
 	withPerf := fs.Bool("perf", false, "run the command line under the host's perf record -a in L1 and print perf report by thread and symbol (apt-get install linux-perf)")
+	withSwitches := fs.Bool("perf-switches", false, "run the command line under perf record of every context switch in L1 and print the record, gzipped in base64, between NESTED-SWITCHES-BEGIN and -END (bench/nested.sh NESTED_SWITCHES)")
 	fs.Var(&pkgs, "pkg", "package whose tests run in L1 (repeatable; patterns allowed)")
 	fs.Var(&runs, "run", "a command line run in L1's /repo last (repeatable; no shell: words split on spaces)")
 	fs.Var(&testArgs, "test-arg", "argument for every test binary, e.g. -test.run=Boot (repeatable)")
@@ -154,12 +155,12 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	if *withQEMU {
 		plan.QEMU = nested.QEMUBinary
 	}
-	if *withPerf {
+	if *withPerf || *withSwitches {
 		perf, err := exec.LookPath("perf")
 		if err != nil {
 			return failf("-perf: no perf on this host: apt-get install linux-perf")
 		}
-		plan.Perf = perf
+		plan.Perf, plan.PerfSwitches = perf, *withSwitches
 	}
 	start := time.Now()
 	files, lines, err := nested.Assemble(ctx, *repo, work, plan, logf)

@@ -61,6 +61,11 @@ type Plan struct {
 	// NESTED-PERF-BEGIN and NESTED-PERF-END lines, kernel samples as
 	// addresses (L1 has no kallsyms): SummarizePerf names them.
 	Perf string
+	// PerfSwitches, with Perf, records every context switch instead
+	// (SwitchRecordArgs) and sends the record out, gzipped in base64,
+	// between NESTED-SWITCHES-BEGIN and NESTED-SWITCHES-END lines, for
+	// perf script and SummarizeSwitches on the host.
+	PerfSwitches bool
 }
 
 // FilesDir is where Plan.Files go in L1.
@@ -217,7 +222,7 @@ func Assemble(ctx context.Context, repo, work string, p Plan, logf func(string, 
 		if p.Lab {
 			bin = LabCommand
 		}
-		plan = append(plan, tinyvmmLines(bin, p.Tinyvmm, p.Perf != "")...)
+		plan = append(plan, tinyvmmLines(bin, p.Tinyvmm, p.perfMode())...)
 	}
 	if len(p.Commands) > 0 {
 		plan = append(plan, "cd "+cwd)
@@ -317,19 +322,47 @@ func ToolFiles(tools []string, logf func(string, ...any)) ([]File, error) {
 // tinyvmm.
 const LabCommand = "tinyvmm-lab"
 
+// perfMode is how the plan's tinyvmm step runs under perf.
+type perfMode int
+
+const (
+	noPerf       perfMode = iota
+	perfProfile           // Plan.Perf: samples, then perf report's lines
+	perfSwitches          // Plan.PerfSwitches: every switch, the record sent out
+)
+
+func (p Plan) perfMode() perfMode {
+	switch {
+	case p.Perf == "":
+		return noPerf
+	case p.PerfSwitches:
+		return perfSwitches
+	}
+	return perfProfile
+}
+
 // tinyvmmLines are the plan's tinyvmm step: bin (tinyvmm or the lab) with
-// args, with perf (Plan.Perf) under perf record and followed by the report.
-func tinyvmmLines(bin string, args []string, perf bool) []string {
+// args, or under perf record and followed by the report or the record.
+func tinyvmmLines(bin string, args []string, perf perfMode) []string {
 	words := append([]string{Repo + "/" + bin}, args...)
-	if !perf {
-		return []string{PlanLine(words)}
+	switch perf {
+	case perfProfile:
+		return []string{
+			PlanLine(append(strings.Fields("/bin/perf record -a -e cpu-clock -F 999 -o "+PerfData), words...)),
+			"busybox echo NESTED-PERF-BEGIN",
+			"/bin/perf report -i " + PerfData + " " + PerfReportArgs,
+			"busybox echo NESTED-PERF-END",
+		}
+	case perfSwitches:
+		return []string{
+			PlanLine(append(strings.Fields("/bin/perf "+SwitchRecordArgs+" -o "+PerfData), words...)),
+			"busybox gzip -f " + PerfData,
+			"busybox echo NESTED-SWITCHES-BEGIN",
+			"busybox base64 " + PerfData + ".gz",
+			"busybox echo NESTED-SWITCHES-END",
+		}
 	}
-	return []string{
-		PlanLine(append(strings.Fields("/bin/perf record -a -e cpu-clock -F 999 -o "+PerfData), words...)),
-		"busybox echo NESTED-PERF-BEGIN",
-		"/bin/perf report -i " + PerfData + " " + PerfReportArgs,
-		"busybox echo NESTED-PERF-END",
-	}
+	return []string{PlanLine(words)}
 }
 
 type goPackage struct{ rel string }

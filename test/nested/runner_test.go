@@ -303,15 +303,24 @@ func TestFreezeSummary(t *testing.T) {
 	}
 }
 
-// With perf the tinyvmm step runs under perf record, and the report
-// follows between the markers bench/nested.sh cuts it out by; without,
-// the step is the command line alone.
+// With perf the tinyvmm step runs under perf record, and the report (or,
+// recording switches, the record) follows between the markers
+// bench/nested.sh cuts it out by; without, the step is the command line
+// alone.
 func TestTinyvmmLinesUnderPerf(t *testing.T) {
 	args := []string{"bench", "e2e", "--runs", "3"}
-	if got := tinyvmmLines("tinyvmm-lab", args, false); !slices.Equal(got, []string{"/repo/tinyvmm-lab bench e2e --runs 3"}) {
+	if got := tinyvmmLines("tinyvmm-lab", args, noPerf); !slices.Equal(got, []string{"/repo/tinyvmm-lab bench e2e --runs 3"}) {
 		t.Errorf("without perf: %q", got)
 	}
-	got := tinyvmmLines("tinyvmm-lab", args, true)
+	sw := tinyvmmLines("tinyvmm-lab", args, perfSwitches)
+	if want := []string{
+		"/bin/perf " + SwitchRecordArgs + " -o " + PerfData + " /repo/tinyvmm-lab bench e2e --runs 3",
+		"busybox gzip -f " + PerfData, "busybox echo NESTED-SWITCHES-BEGIN",
+		"busybox base64 " + PerfData + ".gz", "busybox echo NESTED-SWITCHES-END",
+	}; !slices.Equal(sw, want) {
+		t.Errorf("recording switches: %q\nwant %q", sw, want)
+	}
+	got := tinyvmmLines("tinyvmm-lab", args, perfProfile)
 	if len(got) != 4 || !strings.HasPrefix(got[0], "/bin/perf record -a ") || !strings.HasSuffix(got[0], " -o "+PerfData+" /repo/tinyvmm-lab bench e2e --runs 3") {
 		t.Fatalf("with perf, the first line %q: want the command under perf record", got[0])
 	}
