@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"net"
-	"sort"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"tinyvmm/internal/stats"
 	"tinyvmm/userproc"
 )
 
@@ -48,13 +48,13 @@ func BenchmarkBulkTCPUserNetVsTap(b *testing.B) {
 		}
 	}
 	for _, p := range paths {
-		b.ReportMetric(median(p.h2g), p.name+"-h2g-MiB/s")
-		b.ReportMetric(median(p.g2h), p.name+"-g2h-MiB/s")
-		b.ReportMetric(median(p.h2gCPU), p.name+"-h2g-CPU-ms/MiB")
-		b.ReportMetric(median(p.g2hCPU), p.name+"-g2h-CPU-ms/MiB")
+		b.ReportMetric(stats.Median(p.h2g), p.name+"-h2g-MiB/s")
+		b.ReportMetric(stats.Median(p.g2h), p.name+"-g2h-MiB/s")
+		b.ReportMetric(stats.Median(p.h2gCPU), p.name+"-h2g-CPU-ms/MiB")
+		b.ReportMetric(stats.Median(p.g2hCPU), p.name+"-g2h-CPU-ms/MiB")
 	}
-	b.ReportMetric(median(user.h2g)/median(tap.h2g), "h2g-user/tap")
-	b.ReportMetric(median(user.g2h)/median(tap.g2h), "g2h-user/tap")
+	b.ReportMetric(stats.Median(user.h2g)/stats.Median(tap.h2g), "h2g-user/tap")
+	b.ReportMetric(stats.Median(user.g2h)/stats.Median(tap.g2h), "g2h-user/tap")
 	b.ReportMetric(0, "ns/op") // an iteration is four transfers: its time says nothing
 }
 
@@ -181,16 +181,4 @@ func tapPath(b *testing.B) *bulkPath {
 	b.Cleanup(func() { ln.Close() })
 	do, _ := guestTap(b, hostFd)
 	return &bulkPath{name: "tap", guest: do, ln: ln, dialAddr: ln.Addr().String()}
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

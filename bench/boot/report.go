@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"tinyvmm/internal/hostinfo"
+	"tinyvmm/internal/stats"
 
 	"tinyvmm/vmm"
 )
@@ -226,13 +225,7 @@ func median(xs []float64) (float64, bool) {
 	if len(xs) == 0 {
 		return 0, false
 	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2], true
-	}
-	return (s[n/2-1] + s[n/2]) / 2, true
+	return stats.Median(xs), true
 }
 
 // Report is boot.json.

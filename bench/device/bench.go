@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tinyvmm/internal/scratchns"
+	"tinyvmm/internal/stats"
 	"tinyvmm/virtionet"
 )
 
@@ -313,11 +314,7 @@ func median[T any](rows []T, f func(T) float64) float64 {
 	for i, r := range rows {
 		v[i] = f(r)
 	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	return stats.Median(v)
 }
 
 func medianLatency(w int, rows []LatencyRow) LatencyRow {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"tinyvmm/internal/hostinfo"
+	"tinyvmm/internal/stats"
 
 	"tinyvmm/kvm"
 )
@@ -103,10 +104,10 @@ func (r *Report) finish(took time.Duration) {
 		if c.OK == 0 {
 			continue
 		}
-		c.Median = median(vals)
+		c.Median = stats.Median(vals)
 		c.Detail = map[string]float64{}
 		for k, v := range details {
-			c.Detail[k] = median(v)
+			c.Detail[k] = stats.Median(v)
 		}
 		c.ExitsPerFrame = c.detailPtr("exits_per_frame")
 		c.KicksPerFrame = c.detailPtr("kicks_per_frame")
@@ -120,16 +121,6 @@ func (c *Cell) detailPtr(k string) *float64 {
 		return &v
 	}
 	return nil
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func (r *Report) cell(metric string, s System) *Cell { return r.byKey[metric+"/"+string(s)] }
@@ -223,7 +214,7 @@ func pairedCells(ca, cb *Cell, detail string) string {
 	if len(ratios) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", median(ratios))
+	return fmt.Sprintf("%.2f", stats.Median(ratios))
 }
 
 type row struct{ metric, detail, title string }

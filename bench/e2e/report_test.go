@@ -12,17 +12,6 @@ import (
 	"tinyvmm/kvm"
 )
 
-func TestMedian(t *testing.T) {
-	for _, c := range []struct {
-		in   []float64
-		want float64
-	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(c.in); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
-		}
-	}
-}
-
 func TestRotateInterleaves(t *testing.T) {
 	s := []System{SysTinyvmm, SysCeiling, SysQEMU}
 	rotate(s, 1)

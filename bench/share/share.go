@@ -36,7 +36,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +45,7 @@ import (
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
+	"tinyvmm/internal/stats"
 	"tinyvmm/sharefs"
 )
 
@@ -227,7 +227,7 @@ func MainShare(args []string, stdout, stderr io.Writer) error {
 		hostSmall.WalkSecs = append(hostSmall.WalkSecs, time.Since(start).Seconds())
 		hostSmall.Entries = n
 	}
-	rep.HostQEMUTreeWalkSecs = median(hostSmall.WalkSecs)
+	rep.HostQEMUTreeWalkSecs = stats.UpperMedian(hostSmall.WalkSecs)
 	if j, err := json.Marshal(rep.Host); err == nil {
 		fmt.Fprintf(stderr, "bench share: %s\n", j)
 	}
@@ -360,8 +360,8 @@ func fuseCounts(path string, r Runs) *FUSE {
 }
 
 func side(where string, r Runs) Side {
-	s := Side{Where: where, Runs: r, ReadMiBs: median(r.ReadMiBs), WalkSecs: median(r.WalkSecs),
-		Par1MiBs: median(r.Par1MiBs), Par4MiBs: median(r.Par4MiBs), Par1Busy: median(r.Par1Busy), Par4Busy: median(r.Par4Busy)}
+	s := Side{Where: where, Runs: r, ReadMiBs: stats.UpperMedian(r.ReadMiBs), WalkSecs: stats.UpperMedian(r.WalkSecs),
+		Par1MiBs: stats.UpperMedian(r.Par1MiBs), Par4MiBs: stats.UpperMedian(r.Par4MiBs), Par1Busy: stats.UpperMedian(r.Par1Busy), Par4Busy: stats.UpperMedian(r.Par4Busy)}
 	s.Speedup = s.Par4MiBs / s.Par1MiBs
 	return s
 }
@@ -665,15 +665,6 @@ func readAll(path string) error {
 			return err
 		}
 	}
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // writeFile writes n bytes that do not compress or repeat in a page.

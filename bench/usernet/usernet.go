@@ -46,6 +46,7 @@ import (
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
 	"tinyvmm/internal/scratchns"
+	"tinyvmm/internal/stats"
 	"tinyvmm/userproc"
 )
 
@@ -630,7 +631,7 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 					v = append(v, r.Cells[c.key])
 				}
 			}
-			m := medianOf(v)
+			m := stats.UpperMedian(v)
 			meds = append(meds, m)
 			fmt.Fprintf(w, " %12.2f", m)
 			all = append(all, s+" "+floats(v))
@@ -645,15 +646,6 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 		fmt.Fprintf(w, "   %s\n", strings.Join(all, "; "))
 	}
 	fmt.Fprintf(w, "%-34s %12.2f   (the host's own loopback, Go client, MiB/s)\n", "ceiling: loopback bulk", median(ceiling))
-}
-
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func floats(v []float64) string {
@@ -742,7 +734,7 @@ func median(ts []Transfer) float64 {
 	for _, t := range ts {
 		r = append(r, t.MiBs())
 	}
-	return medianOf(r)
+	return stats.UpperMedian(r)
 }
 
 func rates(ts []Transfer) string {

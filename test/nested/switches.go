@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tinyvmm/internal/stats"
 )
 
 // SwitchRecordArgs are perf record's flags for bench/nested.sh
@@ -197,9 +199,9 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 		switches, spansUs  []float64
 		wakes, preemptions int
 	}
-	stats := map[int]*turnStats{}
+	perThread := map[int]*turnStats{}
 	for _, d := range devs {
-		stats[d.tid] = &turnStats{}
+		perThread[d.tid] = &turnStats{}
 	}
 	g := gap.Seconds()
 	for _, ss := range spans {
@@ -222,7 +224,7 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 				}
 			}
 			if d != nil {
-				st, by := stats[d.tid], map[string]float64{}
+				st, by := perThread[d.tid], map[string]float64{}
 				for _, i := range turn {
 					s := ss[i]
 					c := "other"
@@ -262,20 +264,20 @@ func SummarizeSwitches(r io.Reader, gap time.Duration, w io.Writer) error {
 		flush()
 	}
 	for _, d := range devs {
-		st := stats[d.tid]
+		st := perThread[d.tid]
 		fmt.Fprintf(w, "%-16s %5d %8.2f %6d", name(d.tid), d.cpu, d.first, len(st.turns))
 		for _, c := range classes {
 			v := make([]float64, len(st.turns))
 			for i, t := range st.turns {
 				v[i] = t[c]
 			}
-			fmt.Fprintf(w, " %7.0f", medianOf(v))
+			fmt.Fprintf(w, " %7.0f", stats.Median(v))
 		}
 		pct := 0.0
 		if st.wakes > 0 {
 			pct = 100 * float64(st.preemptions) / float64(st.wakes)
 		}
-		fmt.Fprintf(w, " %7.0f %8.1f %8.1f\n", medianOf(st.spansUs), meanOf(st.switches), pct)
+		fmt.Fprintf(w, " %7.0f %8.1f %8.1f\n", stats.Median(st.spansUs), meanOf(st.switches), pct)
 	}
 	return nil
 }
@@ -360,18 +362,6 @@ func SummarizeWindow(r io.Reader, from, to, per float64, w io.Writer) error {
 		fmt.Fprintf(w, "  %-20s -> %-20s %6.1f\n", k[0], k[1], float64(switches[k])/per)
 	}
 	return nil
-}
-
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func meanOf(v []float64) float64 {
