@@ -101,6 +101,7 @@ fuzz:
 	$(FUZZ) ./virtionet/ FuzzDeviceRings 10000x
 	$(FUZZ) ./virtionet/ FuzzCtrlQueue 8000x
 	$(FUZZ) ./virtiofs/ FuzzRequest 100000x
+	$(FUZZ) ./usernetd/ FuzzDHCPReply 100000x
 
 # The seed experiments at device level (the Go driver plays the guest; no KVM needed).
 bench-device: build

@@ -136,3 +136,43 @@ func TestDHCPLeasesTheGuestItsAddress(t *testing.T) {
 		t.Fatalf("answer to a request for 10.0.2.99: %s", nak.Summary())
 	}
 }
+
+// Whatever a guest sends to port 67, the answer (if any) is made without
+// a panic, echoes the request's transaction, and leases nothing but
+// GuestIP.
+func FuzzDHCPReply(f *testing.F) {
+	discover, _ := dhcpv4.NewDiscovery(testMAC)
+	f.Add(discover.ToBytes())
+	offer, _ := dhcpv4.NewReplyFromRequest(discover, dhcpv4.WithYourIP(net.ParseIP(GuestIP)))
+	request, _ := dhcpv4.NewRequestFromOffer(offer)
+	f.Add(request.ToBytes())
+	other, _ := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 0, 2, 99))))
+	f.Add(other.ToBytes())
+	_, subnet, _ := net.ParseCIDR(Subnet)
+	guest := net.ParseIP(GuestIP).To4()
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		req, err := dhcpv4.FromBytes(msg)
+		if err != nil {
+			return
+		}
+		r := dhcpReply(req, subnet.Mask, 1500)
+		if r == nil {
+			return
+		}
+		if r.TransactionID != req.TransactionID {
+			t.Errorf("reply to transaction %v carries %v", req.TransactionID, r.TransactionID)
+		}
+		switch r.MessageType() {
+		case dhcpv4.MessageTypeOffer, dhcpv4.MessageTypeAck:
+			if !r.YourIPAddr.Equal(guest) {
+				t.Errorf("%v leases %v", r.MessageType(), r.YourIPAddr)
+			}
+		case dhcpv4.MessageTypeNak:
+		default:
+			t.Errorf("answered with %v", r.MessageType())
+		}
+		if _, err := dhcpv4.FromBytes(r.ToBytes()); err != nil {
+			t.Errorf("the reply does not parse: %v", err)
+		}
+	})
+}
