@@ -65,8 +65,8 @@ func newGateway(cfg *Config) (*network, error) {
 		return nil, err
 	}
 	gw := tcpip.AddrFrom4Slice(net.ParseIP(GatewayIP).To4())
-	link := &link{mac: tcpip.LinkAddress(mac), gateway: gw, gso: os.Getenv(userproc.NoGSOEnv) == ""}
-	link.mtu.Store(uint32(cfg.MTU))
+	nic := &link{mac: tcpip.LinkAddress(mac), gateway: gw, gso: os.Getenv(userproc.NoGSOEnv) == ""}
+	nic.mtu.Store(uint32(cfg.MTU))
 
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
@@ -81,7 +81,7 @@ func newGateway(cfg *Config) (*network, error) {
 			return nil, errors.New(err.String())
 		}
 	}
-	if err := s.CreateNIC(nicID, link); err != nil {
+	if err := s.CreateNIC(nicID, nic); err != nil {
 		return nil, errors.New(err.String())
 	}
 	if err := s.AddProtocolAddress(nicID, tcpip.ProtocolAddress{
@@ -125,7 +125,7 @@ func newGateway(cfg *Config) (*network, error) {
 	if err := serveDHCP(s, subnet, cfg.MTU); err != nil {
 		return nil, err
 	}
-	return &network{stack: s, link: link}, nil
+	return &network{stack: s, link: nic}, nil
 }
 
 // dialGuest opens a TCP connection from the gateway to addr in the

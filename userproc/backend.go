@@ -26,8 +26,9 @@ const Program = "tinyvmm-usernet"
 // burst of full frames (capped at net.core.wmem_max without privilege).
 const sockBuf = 4 << 20
 
-// readyTimeout bounds the child's start, up to its ready line.
-const readyTimeout = 10 * time.Second
+// readyTimeout bounds the wait in Ready for the child's ready line (a
+// variable for a test).
+var readyTimeout = 10 * time.Second
 
 // ChildTimerSlack is the timer slack (prctl PR_SET_TIMERSLACK) the child
 // runs with, in place of Linux's 50 us. Its sleeps with a timeout are
@@ -203,7 +204,6 @@ func Launch(cfg Config, logf func(format string, args ...any)) (*Backend, error)
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("net user: %v", err)
 	}
-	rd.SetReadDeadline(time.Now().Add(readyTimeout))
 	return b, nil
 }
 
@@ -223,8 +223,12 @@ func (b *Backend) Ready() error {
 	return b.readyErr
 }
 
-// awaitReady reads the child's ready line.
+// awaitReady reads the child's ready line, waiting at most readyTimeout
+// from now: a deadline set at Launch could pass while the VMM is still
+// loading a large initrd, and a passed deadline fails the read even of a
+// line that is there.
 func (b *Backend) awaitReady() error {
+	b.readyLine.SetReadDeadline(time.Now().Add(readyTimeout))
 	line, rerr := bufio.NewReader(b.readyLine).ReadString('\n')
 	if rerr != nil && line == "" && errors.Is(rerr, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("net user: %s was not ready after %v", Program, readyTimeout)

@@ -194,6 +194,24 @@ func TestLaunchThenReady(t *testing.T) {
 	}
 }
 
+// Ready's wait starts when it is called: a VMM that takes longer than
+// readyTimeout to load its guest still finds the child's line.
+func TestReadyAfterALongSetUp(t *testing.T) {
+	withChild(t)
+	old := readyTimeout
+	readyTimeout = 2 * time.Second
+	defer func() { readyTimeout = old }()
+	b, err := Launch(Config{MAC: testMAC}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	time.Sleep(readyTimeout + 500*time.Millisecond) // the set-up
+	if err := b.Ready(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A busy hostfwd port is one error line from Start (nothing else said),
 // and no child is left (Start waited for it).
 func TestStartBusyPort(t *testing.T) {
