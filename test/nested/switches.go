@@ -13,8 +13,8 @@ import (
 	"tinyvmm/internal/stats"
 )
 
-// SwitchRecordArgs are perf record's flags for bench/nested.sh
-// NESTED_SWITCHES=1: a record of every context switch on every L1 CPU
+// SwitchRecordArgs are perf record's flags for Plan.PerfSwitches (bench/nested.sh
+// NESTED_SWITCHES=1): a record of every context switch on every L1 CPU
 // (PERF_RECORD_SWITCH_CPU_WIDE: core perf, no tracepoints, which the L1
 // kernel lacks), beside sparse cpu-clock samples.
 const SwitchRecordArgs = "record -a -e cpu-clock -F 49 --switch-events"
