@@ -9,28 +9,16 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"tinyvmm/internal/ethframe"
 )
 
 // dhcpFrame is msg from ip:68 to dst:67 in a broadcast frame from the
 // guest's MAC, behind a zero vnet header, as the device sends it.
 func dhcpFrame(msg *dhcpv4.DHCPv4, ip, dst net.IP) []byte {
-	payload := msg.ToBytes()
-	f := make([]byte, header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize+len(payload))
-	header.Ethernet(f).Encode(&header.EthernetFields{SrcAddr: tcpip.LinkAddress(testMAC), DstAddr: header.EthernetBroadcastAddress, Type: header.IPv4ProtocolNumber})
-	ipv4 := header.IPv4(f[header.EthernetMinimumSize:])
-	ipv4.Encode(&header.IPv4Fields{
-		TotalLength: uint16(len(ipv4)), TTL: 64, Protocol: uint8(header.UDPProtocolNumber),
-		SrcAddr: tcpip.AddrFrom4Slice(ip.To4()), DstAddr: tcpip.AddrFrom4Slice(dst.To4()),
-	})
-	ipv4.SetChecksum(^ipv4.CalculateChecksum())
-	udp := header.UDP(ipv4[header.IPv4MinimumSize:])
-	udp.Encode(&header.UDPFields{SrcPort: 68, DstPort: 67, Length: uint16(len(udp))})
-	copy(udp.Payload(), payload)
-	sum := header.PseudoHeaderChecksum(header.UDPProtocolNumber, ipv4.SourceAddress(), ipv4.DestinationAddress(), uint16(len(udp)))
-	udp.SetChecksum(^udp.CalculateChecksum(checksum.Checksum(udp.Payload(), sum)))
-	return append(make([]byte, maxVnetHdr), f...)
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	return ethframe.AppendUDP(make([]byte, maxVnetHdr), bcast, testMAC, ip, dst, 68, 67, msg.ToBytes())
 }
 
 // dhcpAnswer is the next DHCP message the gateway sends the guest, with
@@ -41,24 +29,18 @@ func dhcpAnswer(t *testing.T, fd int) (*dhcpv4.DHCPv4, tcpip.LinkAddress, net.IP
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 100)
 		n, err := unix.Read(fd, buf)
-		if err != nil || n < maxVnetHdr+header.EthernetMinimumSize+header.IPv4MinimumSize+header.UDPMinimumSize {
+		if err != nil || n < maxVnetHdr {
 			continue
 		}
-		eth := header.Ethernet(buf[maxVnetHdr:n])
-		ip := header.IPv4(eth[header.EthernetMinimumSize:])
-		if eth.Type() != header.IPv4ProtocolNumber || ip.Protocol() != uint8(header.UDPProtocolNumber) {
+		f, ok := ethframe.Parse(buf[maxVnetHdr:n])
+		if !ok || f.EtherType != ethframe.EtherIPv4 || f.Proto != ethframe.ProtoUDP || f.SrcPort != 67 || f.DstPort != 68 {
 			continue
 		}
-		udp := header.UDP(ip[ip.HeaderLength():])
-		if udp.SourcePort() != 67 || udp.DestinationPort() != 68 {
-			continue
-		}
-		m, err := dhcpv4.FromBytes(udp.Payload())
+		m, err := dhcpv4.FromBytes(f.Payload)
 		if err != nil {
 			t.Fatalf("the gateway's DHCP answer does not parse: %v", err)
 		}
-		dst := ip.DestinationAddress()
-		return m, eth.DestinationAddress(), net.IP(dst.AsSlice())
+		return m, tcpip.LinkAddress(f.Dst), f.DstIP
 	}
 	t.Fatal("no DHCP answer in 10 s")
 	return nil, "", nil
