@@ -158,7 +158,7 @@ func nestedMain(args []string, stdout, stderr io.Writer) int {
 	if *withPerf || *withSwitches {
 		perf, err := exec.LookPath("perf")
 		if err != nil {
-			return failf("-perf: no perf on this host: apt-get install linux-perf")
+			return failf("-perf, -perf-switches: no perf on this host: apt-get install linux-perf")
 		}
 		plan.Perf, plan.PerfSwitches = perf, *withSwitches
 	}
