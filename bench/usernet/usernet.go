@@ -3,9 +3,9 @@
 // -netdev user (libslirp), the same guest kernel and initramfs on an
 // ordinary virtio-net-pci NIC in each, booted alternately, RUNS times.
 //
-// In each boot the guest runs four cells against servers the benchmark
-// runs on the host's 127.0.0.1, reached through the gateway 10.0.2.2
-// (the host's loopback for both):
+// In each boot the guest runs four cells (or those --cells names) against
+// servers the benchmark runs on the host's 127.0.0.1, reached through the
+// gateway 10.0.2.2 (the host's loopback for both):
 //   - g2h: `dd | nc` sends SIZE MiB; the host times it from the first
 //     byte to the end of data;
 //   - h2g: `wget` fetches SIZE MiB over HTTP; the host times it from the
@@ -64,8 +64,12 @@ func (t Transfer) MiBs() float64 {
 	return float64(t.Bytes) / (1 << 20) / t.Elapsed.Seconds()
 }
 
+// cellInfo names a cell: its key (--cells, the JSON), its name and unit in
+// the report.
+type cellInfo struct{ key, name, unit string }
+
 // The cells, in the order the guest runs them.
-var cells = []struct{ key, name, unit string }{
+var cells = []cellInfo{
 	{"g2h", "guest -> host TCP", "MiB/s"},
 	{"h2g", "host -> guest TCP (wget)", "MiB/s"},
 	{"rr", "connect+GET+close", "/s"},
@@ -79,6 +83,7 @@ const DNSName = "bench.usernet.test."
 // Options are bench usernet's flags.
 type Options struct {
 	SizeMiB, Runs, RR, DNS int
+	Cells                  []string // the keys of the cells to run, in cells' order
 	Systems                []string
 	Net, RunArgs           string
 	QEMU, Kernel, Initrd   string
@@ -102,6 +107,7 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Runs, "runs", 5, "boots of each system, alternating (medians are reported)")
 	fs.IntVar(&o.RR, "rr", 50, "connect+GET+close round trips per boot")
 	fs.IntVar(&o.DNS, "dns", 50, "DNS lookups per boot")
+	cellList := fs.String("cells", "g2h,h2g,rr,dns", "the `cells` each boot runs, in this order whatever the list's (e.g. h2g alone: whether a cell depends on what ran before it)")
 	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1), tinyvmm:--FLAG=VALUE tinyvmm run with one more flag (e.g. --poll-us=0)")
 	fs.StringVar(&o.Net, "net", "user", "the --net of tinyvmm's guest (e.g. user,mtu=9000)")
 	fs.StringVar(&o.RunArgs, "run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
@@ -128,6 +134,10 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	if !strings.HasPrefix(o.Net, "user") {
 		return cliflag.Usagef("--net %q: this benchmark is for a user network (user[,...])", o.Net)
 	}
+	var err error
+	if o.Cells, err = parseCells(*cellList); err != nil {
+		return err
+	}
 	for _, s := range strings.Split(*systems, ",") {
 		env, hasEnv := strings.CutPrefix(s, "tinyvmm:")
 		if hasEnv && !strings.Contains(env, "=") || !hasEnv && s != "tinyvmm" && s != "qemu" {
@@ -140,7 +150,10 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	}
 	if ns := outsideNameserver(); ns != "" {
 		fmt.Fprintf(stderr, "bench usernet: /etc/resolv.conf names %s, outside the namespace: the DNS cell is left out (both gateways ask the host's resolver, 127.0.0.1:53 only without resolv.conf)\n", ns)
-		o.DNS = 0
+		o.Cells = slices.DeleteFunc(o.Cells, func(c string) bool { return c == "dns" })
+		if len(o.Cells) == 0 {
+			return errors.New("bench usernet: no cell to run")
+		}
 	}
 	if slices.Contains(o.Systems, "qemu") {
 		if _, err := exec.LookPath(o.QEMU); err != nil {
@@ -312,7 +325,7 @@ func run(o Options, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	script := GuestScript(o.SizeMiB, o.RR, o.DNS, port(h.sink), port(h.web))
+	script := GuestScript(o.Cells, o.SizeMiB, o.RR, o.DNS, port(h.sink), port(h.web))
 	if o.GuestStats {
 		script = withGuestStats(script)
 	}
@@ -351,11 +364,11 @@ func run(o Options, stdout, stderr io.Writer) error {
 			}
 			res := Result{System: sys, Run: r + 1, Cells: map[string]float64{}}
 			collect(h, bytes, o, &res)
-			if err != nil || len(res.Cells) < len(cells) {
-				res.Error = fmt.Sprintf("%v; %d of %d cells; console:\n%s", err, len(res.Cells), len(cells), tail(console, 15))
+			if err != nil || len(res.Cells) < len(o.Cells) {
+				res.Error = fmt.Sprintf("%v; %d of %d cells; console:\n%s", err, len(res.Cells), len(o.Cells), tail(console, 15))
 				fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, res.Error)
 			}
-			fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, cellLine(res.Cells))
+			fmt.Fprintf(stderr, "bench usernet: %s run %d: %s\n", sys, r+1, cellLine(o.Cells, res.Cells))
 			if o.ShowConsole > 0 {
 				fmt.Fprintf(stderr, "%s\n", tail(console, o.ShowConsole))
 			}
@@ -400,9 +413,7 @@ func collect(h *host, bytes int64, o Options, res *Result) {
 	if r := rate(h.rrTimes, o.RR); r > 0 {
 		res.Cells["rr"] = r
 	}
-	if o.DNS == 0 {
-		res.Cells["dns"] = 0 // left out
-	} else if r := rate(h.dnsTimes, o.DNS); r > 0 {
+	if r := rate(h.dnsTimes, o.DNS); r > 0 {
 		res.Cells["dns"] = r
 	}
 }
@@ -431,26 +442,50 @@ func drain(c chan Transfer) {
 
 func port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 
-// GuestScript is what the guest runs: the four cells in order, stopping
-// at the first failure.
-func GuestScript(sizeMiB, rr, lookups, sinkPort, webPort int) string {
+// GuestScript is what the guest runs: the cells named in want, in cells'
+// order, stopping at the first failure.
+func GuestScript(want []string, sizeMiB, rr, lookups, sinkPort, webPort int) string {
 	gw := userproc.GatewayIP
-	lines := []string{
-		"echo cell g2h",
-		fmt.Sprintf("dd if=/dev/zero bs=1M count=%d 2>/dev/null | nc %s %d", sizeMiB, gw, sinkPort),
-		"echo cell h2g",
-		fmt.Sprintf("wget -q -O /dev/null http://%s:%d/bulk", gw, webPort),
-		fmt.Sprintf("wget -q -O /dev/null http://%s:%d/h2gdone", gw, webPort),
-		"echo cell rr",
-		fmt.Sprintf("i=0; while [ $i -lt %d ]; do wget -q -O /dev/null http://%s:%d/rr || exit 1; i=$((i+1)); done", rr, gw, webPort),
-		"echo cell dns",
-		fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s >/dev/null || exit 1; i=$((i+1)); done", lookups, dnsLookup()),
-		"echo BENCH-USERNET-DONE",
+	var lines []string
+	for _, c := range cells {
+		if !slices.Contains(want, c.key) {
+			continue
+		}
+		lines = append(lines, "echo cell "+c.key)
+		switch c.key {
+		case "g2h":
+			lines = append(lines, fmt.Sprintf("dd if=/dev/zero bs=1M count=%d 2>/dev/null | nc %s %d", sizeMiB, gw, sinkPort))
+		case "h2g":
+			lines = append(lines, fmt.Sprintf("wget -q -O /dev/null http://%s:%d/bulk", gw, webPort),
+				fmt.Sprintf("wget -q -O /dev/null http://%s:%d/h2gdone", gw, webPort))
+		case "rr":
+			lines = append(lines, fmt.Sprintf("i=0; while [ $i -lt %d ]; do wget -q -O /dev/null http://%s:%d/rr || exit 1; i=$((i+1)); done", rr, gw, webPort))
+		case "dns":
+			lines = append(lines, fmt.Sprintf("i=0; while [ $i -lt %d ]; do %s >/dev/null || exit 1; i=$((i+1)); done", lookups, dnsLookup()))
+		}
 	}
-	if lookups == 0 {
-		lines = slices.Delete(lines, len(lines)-3, len(lines)-1)
+	return strings.Join(append(lines, "echo BENCH-USERNET-DONE"), " && ")
+}
+
+// parseCells reads --cells: keys of cells, each once, at least one.
+func parseCells(list string) ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(list, ",") {
+		if !slices.ContainsFunc(cells, func(c cellInfo) bool { return c.key == k }) {
+			return nil, cliflag.Usagef("--cells: unknown cell %q (g2h, h2g, rr, dns)", k)
+		}
+		if slices.Contains(keys, k) {
+			return nil, cliflag.Usagef("--cells: %s twice", k)
+		}
+		keys = append(keys, k)
 	}
-	return strings.Join(lines, " && ")
+	var ordered []string
+	for _, c := range cells {
+		if slices.Contains(keys, c.key) {
+			ordered = append(ordered, c.key)
+		}
+	}
+	return ordered, nil
 }
 
 func exists(path string) bool {
@@ -463,7 +498,8 @@ func exists(path string) bool {
 const guestStatsCmd = "grep -E 'virtio|LOC' /proc/interrupts | sed 's/^/gstat /'; grep -E '^(Tcp|TcpExt):' /proc/net/snmp /proc/net/netstat | sed 's/^/gstat /'"
 
 // withGuestStats has script print guestStatsCmd's counters before and
-// after the g2h cell, whose one command is the one after "echo cell g2h".
+// after the g2h cell, whose one command is the one after "echo cell g2h"
+// (nothing without that cell).
 func withGuestStats(script string) string {
 	parts := strings.Split(script, " && ")
 	for i, p := range parts {
@@ -476,13 +512,17 @@ func withGuestStats(script string) string {
 }
 
 // withCellGap has script sleep secs seconds before each cell but the
-// first ("echo cell g2h").
+// first.
 func withCellGap(script string, secs int) string {
 	parts := strings.Split(script, " && ")
 	var out []string
+	first := true
 	for _, p := range parts {
-		if strings.HasPrefix(p, "echo cell ") && p != "echo cell g2h" {
-			out = append(out, fmt.Sprintf("sleep %d", secs))
+		if strings.HasPrefix(p, "echo cell ") {
+			if !first {
+				out = append(out, fmt.Sprintf("sleep %d", secs))
+			}
+			first = false
 		}
 		out = append(out, p)
 	}
@@ -621,6 +661,9 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 	}
 	fmt.Fprintf(w, "   runs\n")
 	for _, c := range cells {
+		if !slices.Contains(o.Cells, c.key) {
+			continue
+		}
 		fmt.Fprintf(w, "%-34s", c.name+" ("+c.unit+")")
 		var meds []float64
 		var all []string
@@ -656,10 +699,10 @@ func floats(v []float64) string {
 	return strings.Join(s, " ")
 }
 
-func cellLine(c map[string]float64) string {
+func cellLine(keys []string, c map[string]float64) string {
 	var s []string
-	for _, cl := range cells {
-		s = append(s, fmt.Sprintf("%s %.2f", cl.key, c[cl.key]))
+	for _, k := range keys {
+		s = append(s, fmt.Sprintf("%s %.2f", k, c[k]))
 	}
 	return strings.Join(s, ", ")
 }

@@ -47,7 +47,7 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 func TestGuestScript(t *testing.T) {
-	s := GuestScript(64, 30, 40, 40000, 40001)
+	s := GuestScript(allCells, 64, 30, 40, 40000, 40001)
 	for _, want := range []string{"bs=1M count=64 2>/dev/null | nc 10.0.2.2 40000 && ", "wget -q -O /dev/null http://10.0.2.2:40001/bulk && ",
 		"-lt 30 ]; do wget -q -O /dev/null http://10.0.2.2:40001/rr || exit 1", "-lt 40 ]; do nslookup " + DNSName + " 10.0.2.2 >/dev/null", "&& echo BENCH-USERNET-DONE"} {
 		if !strings.Contains(s, want) {
@@ -58,7 +58,7 @@ func TestGuestScript(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	var out bytes.Buffer
-	for _, args := range [][]string{{"--size", "0"}, {"--runs", "0"}, {"--net", "tap=t0"}, {"--rr", "1"}, {"--systems", "tinyvmm,vbox"}} {
+	for _, args := range [][]string{{"--size", "0"}, {"--runs", "0"}, {"--net", "tap=t0"}, {"--rr", "1"}, {"--systems", "tinyvmm,vbox"}, {"--cells", "h2g,tx64"}} {
 		if err := MainUsernet(args, &out, &out); !cliflag.IsUsage(err) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
@@ -105,12 +105,30 @@ func TestDNSAnswer(t *testing.T) {
 	}
 }
 
-// Without lookups the script leaves the DNS cell out and still ends with
-// the marker.
-func TestGuestScriptWithoutDNS(t *testing.T) {
-	s := GuestScript(1, 2, 0, 1, 2)
+var allCells = []string{"g2h", "h2g", "rr", "dns"}
+
+// Without the DNS cell the script leaves it out and still ends with the
+// marker; h2g alone is its two fetches and nothing of the others.
+func TestGuestScriptWithSomeCells(t *testing.T) {
+	s := GuestScript([]string{"g2h", "h2g", "rr"}, 1, 2, 3, 1, 2)
 	if strings.Contains(s, "nslookup") || strings.Contains(s, "cell dns") || !strings.HasSuffix(s, "&& echo BENCH-USERNET-DONE") {
 		t.Errorf("script %q", s)
+	}
+	want := "echo cell h2g && wget -q -O /dev/null http://10.0.2.2:2/bulk && wget -q -O /dev/null http://10.0.2.2:2/h2gdone && echo BENCH-USERNET-DONE"
+	if s := GuestScript([]string{"h2g"}, 1, 2, 3, 1, 2); s != want {
+		t.Errorf("h2g alone: %q, want %q", s, want)
+	}
+}
+
+// --cells takes known keys once each and puts them in the guest's order.
+func TestParseCells(t *testing.T) {
+	if got, err := parseCells("dns,h2g"); err != nil || !slices.Equal(got, []string{"h2g", "dns"}) {
+		t.Errorf("dns,h2g: %q, %v", got, err)
+	}
+	for _, bad := range []string{"", "h2g,h2g", "tx64", "h2g,"} {
+		if _, err := parseCells(bad); !cliflag.IsUsage(err) {
+			t.Errorf("%q: %v, want a usage error", bad, err)
+		}
 	}
 }
 
@@ -135,7 +153,7 @@ func TestHelp(t *testing.T) {
 // guest's counters, and leaves the other cells and the cell markers as
 // they were; the script stays valid for a POSIX shell.
 func TestGuestStatsScript(t *testing.T) {
-	plain := GuestScript(1, 2, 3, 4, 5)
+	plain := GuestScript(allCells, 1, 2, 3, 4, 5)
 	s := withGuestStats(plain)
 	g2h := "dd if=/dev/zero bs=1M count=1 2>/dev/null | nc 10.0.2.2 4"
 	want := "echo cell g2h && { " + guestStatsCmd + "; } && " + g2h + " && { " + guestStatsCmd + "; } && echo cell h2g"
@@ -155,13 +173,16 @@ func TestGuestStatsScript(t *testing.T) {
 // --cell-gap puts a sleep before each cell but the first, and nothing
 // else.
 func TestCellGapScript(t *testing.T) {
-	plain := GuestScript(1, 2, 3, 4, 5)
+	plain := GuestScript(allCells, 1, 2, 3, 4, 5)
 	s := withCellGap(plain, 2)
 	if n := strings.Count(s, "sleep 2 && echo cell "); n != 3 || strings.Contains(s, "sleep 2 && echo cell g2h") {
 		t.Errorf("%d gaps, want 3, none before g2h: %q", n, s)
 	}
 	if strings.ReplaceAll(s, "sleep 2 && ", "") != plain {
 		t.Errorf("the gaps changed more than themselves: %q", s)
+	}
+	if s := withCellGap(GuestScript([]string{"rr", "dns"}, 1, 2, 3, 4, 5), 2); !strings.HasPrefix(s, "echo cell rr") || strings.Count(s, "sleep 2 && echo cell dns") != 1 {
+		t.Errorf("rr and dns: one gap, before dns: %q", s)
 	}
 }
 
