@@ -67,7 +67,7 @@ l0-qemu:
 	@bash test/nested/fetch-l0-qemu.sh || echo "warning: L1 runs under the installed QEMU, which can kill Linux L2 guests (test/nested/README.md, \"Which QEMU\")" >&2
 
 # tinyvmm on real KVM inside a QEMU TCG guest with nested SVM (for hosts without /dev/kvm):
-# the kvm/, vmm/, bench/e2e, bench/boot and bench/share tests, and a Linux L2 guest booted by tinyvmm. About 2-5 minutes.
+# the kvm/, vmm/, bench/e2e, bench/boot, bench/share and examples tests, l1init's root, and a Linux L2 guest booted by tinyvmm. About 2-5 minutes.
 test-nested: build guest l0-qemu
 	TINYVMM_NESTED=1 $(GO) test -count=1 -v -timeout 60m ./test/nested
 

@@ -19,8 +19,9 @@ const (
 	EnvKernel   = "TINYVMM_NESTED_KERNEL"
 )
 
-// DefaultPackages are the packages whose tests need a /dev/kvm.
-var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/e2e/...", "./bench/boot/...", "./bench/share/...", "./examples/..."}
+// DefaultPackages are the packages whose tests need a /dev/kvm, or L1
+// itself (l1init's root).
+var DefaultPackages = []string{"./kvm/...", "./vmm/...", "./bench/e2e/...", "./bench/boot/...", "./bench/share/...", "./examples/...", "./test/nested/l1init"}
 
 // TestNestedKVM boots L1 under QEMU TCG and runs kvmprobe, the KVM packages'
 // tests and `tinyvmm run -- uname -a` there:

@@ -214,6 +214,9 @@ func (m *lineMarker) Flush() {
 }
 
 func mountAll() error {
+	if err := rootOnAMount(); err != nil {
+		fmt.Println("l1init: the root stays the initial ramfs (no pivot_root, no user namespaces in L1):", err)
+	}
 	mounts := []struct{ fs, dir string }{
 		{"devtmpfs", "/dev"}, {"devpts", "/dev/pts"}, {"proc", "/proc"}, {"sysfs", "/sys"}, {"tmpfs", "/tmp"}, {"tmpfs", "/run"},
 	}
@@ -233,6 +236,32 @@ func mountAll() error {
 	}
 	// ip netns wants /run/netns; loopback is brought up by the tests that need it.
 	return os.MkdirAll("/run/netns", 0o755)
+}
+
+// rootOnAMount makes the root a mount of its own over the initial ramfs,
+// as switch_root does: the kernel refuses pivot_root on the ramfs itself
+// and counts a process whose root is not its namespace's as chrooted,
+// which may not make a user namespace; so programs that sandbox
+// themselves with both (passt, bench usernet's qemu-passt) could not run
+// in L1. The new root is a bind of the ramfs: the same files.
+func rootOnAMount() error {
+	const dir = "/.root"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("/", dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind / on %s: %v", dir, err)
+	}
+	if err := unix.Chdir(dir); err != nil {
+		return err
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move %s over /: %v", dir, err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return err
+	}
+	return unix.Chdir("/")
 }
 
 // KVMGroup is the group l1init gives /dev/kvm to, read-write (0660), as
