@@ -41,7 +41,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
 
 	"tinyvmm/bench/tinyvmmbin"
 	"tinyvmm/internal/cliflag"
@@ -89,6 +91,7 @@ type Options struct {
 	QEMU, Kernel, Initrd   string
 	QEMUPreload, QEMUAccel string
 	QEMUPcap               string // capture QEMU's NIC's frames to this file (filter-dump)
+	Passt                  string // passt's binary, for the qemu-passt system
 	Profile                string // tinyvmm-usernet's CPU profile, last tinyvmm boot
 	JSON                   string
 	ShowConsole            int           // lines of each boot's console to show
@@ -108,13 +111,14 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.RR, "rr", 50, "connect+GET+close round trips per boot")
 	fs.IntVar(&o.DNS, "dns", 50, "DNS lookups per boot")
 	cellList := fs.String("cells", "g2h,h2g,rr,dns", "the `cells` each boot runs, in this order whatever the list's (e.g. h2g alone: whether a cell depends on what ran before it)")
-	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm and qemu (QEMU's -netdev user); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1), tinyvmm:--FLAG=VALUE tinyvmm run with one more flag (e.g. --poll-us=0)")
+	systems := fs.String("systems", "tinyvmm,qemu", "`LIST` of tinyvmm, qemu (QEMU's -netdev user) and qemu-passt (QEMU's -netdev stream to passt); tinyvmm:VAR=VALUE is tinyvmm with VAR in its environment (e.g. "+userproc.TxSingleEnv+"=1), tinyvmm:--FLAG=VALUE tinyvmm run with one more flag (e.g. --poll-us=0)")
 	fs.StringVar(&o.Net, "net", "user", "the --net of tinyvmm's guest (e.g. user,mtu=9000)")
 	fs.StringVar(&o.RunArgs, "run-args", "", "extra `ARGS` for tinyvmm run, space-separated (e.g. --mem 512M)")
 	fs.StringVar(&o.QEMU, "qemu", "qemu-system-x86_64", "QEMU's `binary`")
 	fs.StringVar(&o.QEMUAccel, "qemu-accel", "kvm", "QEMU's -accel (tcg where there is no /dev/kvm)")
 	fs.StringVar(&o.QEMUPcap, "qemu-pcap", "", "capture the frames of QEMU's NIC in each boot to `FILE` (its -object filter-dump; the last boot's stays), as tinyvmm's --net user,pcap=FILE does for its own")
 	fs.StringVar(&o.QEMUPreload, "qemu-preload", "", "LD_PRELOAD `FILE` into QEMU (in the nested L1: no-io-uring.so, as bench e2e)")
+	fs.StringVar(&o.Passt, "passt", "passt", "passt's `binary`, for the system qemu-passt (QEMU's -netdev stream to passt, as libvirt and podman run it)")
 	fs.StringVar(&o.Kernel, "kernel", "out/guest/bzImage", "the guest `kernel` (both systems)")
 	fs.StringVar(&o.Initrd, "initrd", "out/guest/initramfs.cpio", "the guest `initramfs` (both systems)")
 	fs.StringVar(&o.Profile, "cpuprofile", "", "write tinyvmm-usernet's CPU profile of the last boot of each tinyvmm system (the Kth in --systems) to `PREFIX`-K.N, one file per cell (with --sched; else per 2 s), and its GC counters at each file's start to PREFIX-K.gc")
@@ -140,8 +144,8 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, s := range strings.Split(*systems, ",") {
 		env, hasEnv := strings.CutPrefix(s, "tinyvmm:")
-		if hasEnv && !strings.Contains(env, "=") || !hasEnv && s != "tinyvmm" && s != "qemu" {
-			return cliflag.Usagef("--systems: unknown system %q (tinyvmm, qemu)", s)
+		if hasEnv && !strings.Contains(env, "=") || !hasEnv && s != "tinyvmm" && s != "qemu" && s != "qemu-passt" {
+			return cliflag.Usagef("--systems: unknown system %q (tinyvmm, qemu, qemu-passt)", s)
 		}
 		o.Systems = append(o.Systems, s)
 	}
@@ -155,10 +159,17 @@ func MainUsernet(args []string, stdout, stderr io.Writer) error {
 			return errors.New("bench usernet: no cell to run")
 		}
 	}
-	if slices.Contains(o.Systems, "qemu") {
+	isQEMU := func(s string) bool { return s == "qemu" || s == "qemu-passt" }
+	if slices.ContainsFunc(o.Systems, isQEMU) {
 		if _, err := exec.LookPath(o.QEMU); err != nil {
-			fmt.Fprintf(stderr, "bench usernet: no %s: QEMU's column is left out\n", o.QEMU)
-			o.Systems = slices.DeleteFunc(o.Systems, func(s string) bool { return s == "qemu" })
+			fmt.Fprintf(stderr, "bench usernet: no %s: QEMU's columns are left out\n", o.QEMU)
+			o.Systems = slices.DeleteFunc(o.Systems, isQEMU)
+		}
+	}
+	if slices.Contains(o.Systems, "qemu-passt") {
+		if _, err := exec.LookPath(o.Passt); err != nil {
+			fmt.Fprintf(stderr, "bench usernet: no %s (apt-get install passt): qemu-passt's column is left out\n", o.Passt)
+			o.Systems = slices.DeleteFunc(o.Systems, func(s string) bool { return s == "qemu-passt" })
 		}
 	}
 	if len(o.Systems) == 0 {
@@ -282,6 +293,12 @@ func run(o Options, stdout, stderr io.Writer) error {
 	ceiling, err := loopbackCeiling(ns, bytes, 3)
 	if err != nil {
 		return fmt.Errorf("host loopback: %v", err)
+	}
+
+	if slices.Contains(o.Systems, "qemu-passt") {
+		if err := passtUplink(ns); err != nil {
+			return fmt.Errorf("qemu-passt's interface: %v", err)
+		}
 	}
 
 	h := &host{size: bytes, g2h: make(chan Transfer, 1)}
@@ -564,6 +581,8 @@ func outsideNameserver() string {
 // With watch, the console goes through it (schedWatch).
 func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *schedWatch) (string, error) {
 	var cmd *exec.Cmd
+	var extra []*os.File                     // QEMU's fd 3 and on
+	stopPasst := func() string { return "" } // qemu-passt's: its log
 	switch {
 	case strings.HasPrefix(sys, "tinyvmm"):
 		vmm, err := tinyvmmbin.Path()
@@ -584,7 +603,19 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 		if profile != "" {
 			cmd.Env = append(cmd.Env, userproc.ProfileEnv+"="+profile)
 		}
-	case sys == "qemu":
+	case sys == "qemu" || sys == "qemu-passt":
+		netdev := "user,id=n0"
+		if sys == "qemu-passt" {
+			qemuEnd, stop, err := startPasst(ns, o.Passt)
+			if err != nil {
+				return "", err
+			}
+			defer qemuEnd.Close()
+			defer stop()
+			stopPasst = stop
+			netdev = "stream,id=n0,server=off,addr.type=fd,addr.str=3"
+			extra = []*os.File{qemuEnd}
+		}
 		argv, _ := json.Marshal([]string{"sh", "-c", script})
 		cmdline := "console=ttyS0 reboot=k panic=-1 quiet tinyvmm.cmd=" + base64.RawURLEncoding.EncodeToString(argv)
 		cpu := "host"
@@ -596,10 +627,11 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 		cmd = exec.Command(o.QEMU, "-accel", o.QEMUAccel, "-M", "q35", "-cpu", cpu, "-m", "256M", "-smp", "1",
 			"-nodefaults", "-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 			"-kernel", o.Kernel, "-initrd", o.Initrd, "-append", cmdline,
-			"-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0",
+			"-netdev", netdev, "-device", "virtio-net-pci,netdev=n0",
 			// The guest's init reports its status on tinyvmm's exit port
 			// and then halts: this ends QEMU there.
 			"-device", "isa-debug-exit,iobase=0x501,iosize=1")
+		cmd.ExtraFiles = extra
 		cmd.Args = append(cmd.Args, qemuPcapArgs(o.QEMUPcap)...)
 		if o.QEMUPreload != "" {
 			cmd.Env = append(os.Environ(), "LD_PRELOAD="+o.QEMUPreload)
@@ -630,13 +662,60 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 		<-done
 	}
 	out := console.String()
+	if log := stopPasst(); !strings.Contains(out, "BENCH-USERNET-DONE") && log != "" {
+		out += "\npasst: " + log
+	}
 	if !strings.Contains(out, "BENCH-USERNET-DONE") && err == nil {
 		err = errors.New("the guest's script did not finish")
 	}
-	if strings.Contains(out, "BENCH-USERNET-DONE") && sys == "qemu" {
+	if strings.Contains(out, "BENCH-USERNET-DONE") && strings.HasPrefix(sys, "qemu") {
 		err = nil // QEMU's exit status is the debug-exit's, or a poweroff's
 	}
 	return out, err
+}
+
+// startPasst starts passt in the namespace on one end of a stream
+// socketpair and returns the other, for QEMU's -netdev stream (its fd 3),
+// as libvirt connects them. stop ends passt and returns what it wrote
+// (once; later calls return the same).
+func startPasst(ns *scratchns.NS, binary string) (qemuEnd *os.File, stop func() string, err error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	qemuEnd, passtEnd := os.NewFile(uintptr(pair[0]), "qemu-end"), os.NewFile(uintptr(pair[1]), "passt-end")
+	defer passtEnd.Close()
+	var log strings.Builder
+	cmd := exec.Command(binary, "--foreground", "--one-off", "--ipv4-only", "--quiet", "--runas", "65534:65534", "--fd", "3")
+	cmd.ExtraFiles = []*os.File{passtEnd}
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := ns.Do(cmd.Start); err != nil {
+		qemuEnd.Close()
+		return nil, nil, fmt.Errorf("passt: %v", err)
+	}
+	return qemuEnd, sync.OnceValue(func() string {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return log.String()
+	}), nil
+}
+
+// passtUplink gives the namespace what passt takes its guest's addresses
+// from: an interface with a default route. It is a tap nobody reads, at
+// the address QEMU's guest has behind -netdev user (10.0.2.15/24, the
+// gateway 10.0.2.2, which passt maps to the host's loopback), so a
+// frame routed to it goes nowhere.
+func passtUplink(ns *scratchns.NS) error {
+	if _, err := ns.AddTap("tvbpasst0", "10.0.2.15/24"); err != nil {
+		return err
+	}
+	return ns.Do(func() error {
+		link, err := netlink.LinkByName("tvbpasst0")
+		if err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Gw: net.ParseIP(userproc.GatewayIP)})
+	})
 }
 
 // qemuPcapArgs are QEMU's arguments that capture the frames of its NIC's
@@ -657,7 +736,7 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 	}
 	q := slices.Index(o.Systems, "qemu")
 	if q >= 0 && len(o.Systems) > 1 {
-		fmt.Fprintf(w, " %14s", "tinyvmm/qemu")
+		fmt.Fprintf(w, " %14s", strings.TrimPrefix(o.Systems[0], "qemu-")+"/qemu")
 	}
 	fmt.Fprintf(w, "   runs\n")
 	for _, c := range cells {
