@@ -206,11 +206,16 @@ func (w *schedWatch) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// marker closes the cell in progress at a cell's line or the script's
-// end and opens the next.
+// CellsDone is the line with which the guest's script (withSchedEnd)
+// closes its last cell while the system is still whole: at the script's
+// end, its process and threads may already be going.
+const CellsDone = "cells done"
+
+// marker closes the cell in progress at a cell's line, CellsDone or the
+// script's end, and opens the next.
 func (w *schedWatch) marker(line string) {
 	next, isCell := strings.CutPrefix(line, "cell ")
-	if !isCell && !strings.HasSuffix(line, "BENCH-USERNET-DONE") || w.pid == 0 {
+	if !isCell && line != CellsDone && !strings.HasSuffix(line, "BENCH-USERNET-DONE") || w.pid == 0 {
 		return
 	}
 	now := snapshot(w.pid)
@@ -231,6 +236,17 @@ func (w *schedWatch) marker(line string) {
 	if isCell {
 		w.cell = next
 	}
+}
+
+// withSchedEnd has script print CellsDone after its last cell and wait a
+// second before it ends, so that the last cell's snapshot finds the
+// system's threads (a VMM's child, QEMU's vCPU) still there.
+func withSchedEnd(script string) string {
+	end := " && echo BENCH-USERNET-DONE"
+	if !strings.HasSuffix(script, end) {
+		return script
+	}
+	return strings.TrimSuffix(script, end) + " && echo " + CellsDone + " && sleep 1" + end
 }
 
 func (w *schedWatch) start(pid int) {

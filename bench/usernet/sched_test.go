@@ -41,6 +41,18 @@ func TestSchedWatchCells(t *testing.T) {
 	if !strings.Contains(w.String(), "some output") {
 		t.Errorf("console lost: %q", w.String())
 	}
+	// CellsDone closes the last cell before the script's end, which then
+	// adds nothing.
+	w2 := &schedWatch{}
+	w2.start(os.Getpid())
+	w2.Write([]byte("cell rr\n" + CellsDone + "\n"))
+	if len(w2.results) != 1 || w2.results[0].cell != "rr" {
+		t.Errorf("at %q: cells %+v", CellsDone, w2.results)
+	}
+	w2.Write([]byte("BENCH-USERNET-DONE\n"))
+	if len(w2.results) != 1 {
+		t.Errorf("the end after %q: cells %+v", CellsDone, w2.results)
+	}
 	var out bytes.Buffer
 	w.report(&out, "tinyvmm", 1, map[string]float64{"g2h": 8192, "rr": 50})
 	if !strings.Contains(out.String(), "cell g2h (per KiB") || !strings.Contains(out.String(), "bench") {
@@ -82,5 +94,18 @@ func TestSubCounts(t *testing.T) {
 	}
 	if subCounts(nil, map[string]uint64{"exits": 1}) != nil || subCounts(map[string]uint64{"exits": 1}, nil) != nil {
 		t.Error("a missing end gave counts")
+	}
+}
+
+// With --sched the script says CellsDone after its last cell and waits
+// before its end, and is otherwise the same.
+func TestSchedEndScript(t *testing.T) {
+	plain := GuestScript([]string{"rr"}, 1, 2, 3, 4, 5)
+	s := withSchedEnd(plain)
+	if !strings.HasSuffix(s, "|| exit 1; i=$((i+1)); done && echo "+CellsDone+" && sleep 1 && echo BENCH-USERNET-DONE") {
+		t.Errorf("script %q", s)
+	}
+	if strings.Replace(s, " && echo "+CellsDone+" && sleep 1", "", 1) != plain {
+		t.Errorf("more than the end changed: %q", s)
 	}
 }

@@ -349,6 +349,9 @@ func run(o Options, stdout, stderr io.Writer) error {
 	if o.CellGap > 0 {
 		script = withCellGap(script, o.CellGap)
 	}
+	if o.Sched {
+		script = withSchedEnd(script)
+	}
 	if dir := filepath.Dir(o.Profile); o.Profile != "" && !exists(dir) {
 		// The child writes PREFIX.N; a directory of their own can be
 		// fetched whole (tar) from L1. Made here, it is writable by all:
