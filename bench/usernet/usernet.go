@@ -739,7 +739,11 @@ func report(w io.Writer, o Options, results []Result, ceiling []Transfer) {
 	}
 	q := slices.Index(o.Systems, "qemu")
 	if q >= 0 && len(o.Systems) > 1 {
-		fmt.Fprintf(w, " %14s", strings.TrimPrefix(o.Systems[0], "qemu-")+"/qemu")
+		first := "tinyvmm" // its variants too
+		if !strings.HasPrefix(o.Systems[0], "tinyvmm") {
+			first = strings.TrimPrefix(o.Systems[0], "qemu-")
+		}
+		fmt.Fprintf(w, " %14s", first+"/qemu")
 	}
 	fmt.Fprintf(w, "   runs\n")
 	for _, c := range cells {
