@@ -195,3 +195,21 @@ func TestQEMUPcapArgs(t *testing.T) {
 		t.Errorf("qemuPcapArgs = %q, want %q", a, want)
 	}
 }
+
+// The report has a row per cell run and a ratio column named after the
+// first system (tinyvmm for any of its variants).
+func TestReportColumns(t *testing.T) {
+	for _, tc := range []struct {
+		systems []string
+		ratio   string
+	}{{[]string{"qemu-passt", "qemu"}, "passt/qemu"}, {[]string{"tinyvmm:--poll-us=0", "qemu"}, "tinyvmm/qemu"}} {
+		o := Options{SizeMiB: 1, RR: 2, DNS: 2, Runs: 1, Cells: []string{"rr"}, Systems: tc.systems}
+		res := []Result{{System: tc.systems[0], Run: 1, Cells: map[string]float64{"rr": 30}}, {System: "qemu", Run: 1, Cells: map[string]float64{"rr": 20}}}
+		var out bytes.Buffer
+		report(&out, o, res, nil)
+		s := out.String()
+		if !strings.Contains(strings.SplitN(s, "\n", 3)[1], tc.ratio) || !strings.Contains(s, "connect+GET+close") || strings.Contains(s, "guest -> host") || !strings.Contains(s, "1.50") {
+			t.Errorf("%v: report %q, want a %s column of 1.50 and only rr's row", tc.systems, s, tc.ratio)
+		}
+	}
+}
