@@ -73,12 +73,12 @@ func children(pid int) []int {
 	return out
 }
 
-// snapshot is every thread of the processes under root (root included)
-// and of this process (the benchmark's servers), keyed by tid.
-func snapshot(root int) map[int]threadStat {
+// snapshot is every thread of the processes under the roots (roots
+// included) and of this process (the benchmark's servers), keyed by tid.
+func snapshot(roots ...int) map[int]threadStat {
 	out := map[int]threadStat{}
 	pids := []int{os.Getpid()}
-	for queue := []int{root}; len(queue) > 0; queue = queue[1:] {
+	for queue := slices.Clone(roots); len(queue) > 0; queue = queue[1:] {
 		pids = append(pids, queue[0])
 		queue = append(queue, children(queue[0])...)
 	}
@@ -167,7 +167,8 @@ type schedWatch struct {
 	mu      sync.Mutex
 	out     strings.Builder
 	line    []byte
-	pid     int // the system's process, 0 until it started
+	pid     int   // the system's process, 0 until it started
+	also    []int // processes of the system that are not under pid (passt)
 	cell    string
 	at      map[int]threadStat
 	results []cellSched
@@ -218,7 +219,7 @@ func (w *schedWatch) marker(line string) {
 	if !isCell && line != CellsDone && !strings.HasSuffix(line, "BENCH-USERNET-DONE") || w.pid == 0 {
 		return
 	}
-	now := snapshot(w.pid)
+	now := snapshot(append([]int{w.pid}, w.also...)...)
 	if w.signalChild {
 		signalUsernet(w.pid)
 	}
@@ -249,9 +250,11 @@ func withSchedEnd(script string) string {
 	return strings.TrimSuffix(script, end) + " && echo " + CellsDone + " && sleep 1" + end
 }
 
-func (w *schedWatch) start(pid int) {
+// start names the system's process, and any of its others that are not
+// its descendants (qemu-passt's passt, the benchmark's child).
+func (w *schedWatch) start(pid int, also ...int) {
 	w.mu.Lock()
-	w.pid = pid
+	w.pid, w.also = pid, also
 	w.mu.Unlock()
 }
 

@@ -109,3 +109,17 @@ func TestSchedEndScript(t *testing.T) {
 		t.Errorf("more than the end changed: %q", s)
 	}
 }
+
+// A snapshot counts the threads of every root it is given (qemu-passt's
+// passt is no child of QEMU), and a root that is gone adds nothing.
+func TestSnapshotOfSeveralRoots(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep:", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	snap := snapshot(1<<30, cmd.Process.Pid)
+	if ts, ok := snap[cmd.Process.Pid]; !ok || ts.group != "sleep" {
+		t.Errorf("sleep's thread %+v (present %v) in %d threads", ts, ok, len(snap))
+	}
+}

@@ -586,6 +586,7 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 	var cmd *exec.Cmd
 	var extra []*os.File                     // QEMU's fd 3 and on
 	stopPasst := func() string { return "" } // qemu-passt's: its log
+	var also []int                           // qemu-passt's passt, for watch
 	switch {
 	case strings.HasPrefix(sys, "tinyvmm"):
 		vmm, err := tinyvmmbin.Path()
@@ -609,10 +610,11 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 	case sys == "qemu" || sys == "qemu-passt":
 		netdev := "user,id=n0"
 		if sys == "qemu-passt" {
-			qemuEnd, stop, err := startPasst(ns, o.Passt)
+			qemuEnd, pid, stop, err := startPasst(ns, o.Passt)
 			if err != nil {
 				return "", err
 			}
+			also = []int{pid}
 			defer qemuEnd.Close()
 			defer stop()
 			stopPasst = stop
@@ -652,7 +654,7 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 		return "", err
 	}
 	if watch != nil {
-		watch.start(cmd.Process.Pid)
+		watch.start(cmd.Process.Pid, also...)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -679,12 +681,12 @@ func boot(ns *scratchns.NS, o Options, sys, script, profile string, watch *sched
 
 // startPasst starts passt in the namespace on one end of a stream
 // socketpair and returns the other, for QEMU's -netdev stream (its fd 3),
-// as libvirt connects them. stop ends passt and returns what it wrote
-// (once; later calls return the same).
-func startPasst(ns *scratchns.NS, binary string) (qemuEnd *os.File, stop func() string, err error) {
+// as libvirt connects them, and passt's PID. stop ends passt and returns
+// what it wrote (once; later calls return the same).
+func startPasst(ns *scratchns.NS, binary string) (qemuEnd *os.File, pid int, stop func() string, err error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
 	qemuEnd, passtEnd := os.NewFile(uintptr(pair[0]), "qemu-end"), os.NewFile(uintptr(pair[1]), "passt-end")
 	defer passtEnd.Close()
@@ -694,9 +696,9 @@ func startPasst(ns *scratchns.NS, binary string) (qemuEnd *os.File, stop func() 
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := ns.Do(cmd.Start); err != nil {
 		qemuEnd.Close()
-		return nil, nil, fmt.Errorf("passt: %v", err)
+		return nil, 0, nil, fmt.Errorf("passt: %v", err)
 	}
-	return qemuEnd, sync.OnceValue(func() string {
+	return qemuEnd, cmd.Process.Pid, sync.OnceValue(func() string {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return log.String()
