@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"debug/buildinfo"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,43 +14,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tinyvmm/userproc/userproctest"
 )
 
 var testMAC = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// withChild builds tinyvmm-usernet once and puts it on PATH (the test
-// binary has no tinyvmm-usernet next to it).
-func withChild(t testing.TB) {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "userproc-test-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, Program), "tinyvmm/cmd/tinyvmm-usernet")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build builds it
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Skipf("cannot build %s: %v", Program, buildErr)
-	}
-	t.Setenv("PATH", buildDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-}
+// withChild builds tinyvmm-usernet once and puts it on PATH.
+func withChild(t testing.TB) { userproctest.WithChild(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	userproctest.Cleanup()
 	os.Exit(code)
 }
 
@@ -481,5 +454,12 @@ func TestChildTimerSlack(t *testing.T) {
 	}
 	if after := own(); after != before {
 		t.Errorf("the test's thread's timer slack went from %s to %s", before, after)
+	}
+}
+
+// The tests' build of the child is the program Find looks for.
+func TestTestBuildIsTheProgram(t *testing.T) {
+	if userproctest.Program != Program {
+		t.Errorf("userproctest builds %q, Find looks for %q", userproctest.Program, Program)
 	}
 }
