@@ -39,7 +39,8 @@ import (
 //     this one), never lost on the way; in a slow VM each late ACK cost a
 //     spurious retransmission and the congestion window it cut. Losses
 //     (a frame the device could not take) are still found by SACK and
-//     duplicate ACKs, or the retransmission timer.
+//     duplicate ACKs, or the retransmission timer;
+//   - no TIME_WAIT (timeWait).
 type network struct {
 	stack *stack.Stack
 	link  *link
@@ -54,6 +55,19 @@ const nicID = 1
 // batcher, the socketpair, the device, the guest's ACK) held 1 MiB,
 // though the guest's window was open much wider.
 const sendBufSize = 4 << 20
+
+// timeWait is how long the gateway's side of a connection it closed first
+// stays in TIME_WAIT: not at all. gVisor passes a new SYN for a 4-tuple
+// in TIME_WAIT only to a listening endpoint, and the NAT's forwarder is
+// none, so a guest that connected again from the same source port had
+// its SYNs dropped for gVisor's 60 s; Linux guests pick source ports with
+// random steps and do that within seconds at a few hundred connections a
+// second (libslirp, like Linux, lets such a SYN open the new connection).
+// TIME_WAIT keeps old duplicates out of a new connection, and a link
+// between two stacks delivers in order; a final ACK the device dropped
+// makes the guest resend its FIN, and the reset that answers it ends the
+// guest's socket, already closed by its program.
+const timeWait = 0
 
 func newGateway(cfg *Config) (*network, error) {
 	_, subnet, err := net.ParseCIDR(Subnet)
@@ -76,7 +90,8 @@ func newGateway(cfg *Config) (*network, error) {
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	sndBuf := tcpip.TCPSendBufferSizeRangeOption{Min: tcp.MinBufferSize, Default: sendBufSize, Max: sendBufSize}
 	noRACK := tcpip.TCPRecovery(0)
-	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate, &sndBuf, &noRACK} {
+	tw := tcpip.TCPTimeWaitTimeoutOption(timeWait)
+	for _, opt := range []tcpip.SettableTransportProtocolOption{&sack, &moderate, &sndBuf, &noRACK, &tw} {
 		if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); err != nil {
 			return nil, errors.New(err.String())
 		}
