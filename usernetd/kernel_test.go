@@ -146,7 +146,7 @@ func runPumps(tb testing.TB, pumps ...func(ctx context.Context)) {
 
 // dialFrom connects from inside ns, through the gateway, to the host's
 // loopback port, with 90 s for the whole exchange.
-func dialFrom(t *testing.T, ns *scratchns.NS, port string) net.Conn {
+func dialFrom(t testing.TB, ns *scratchns.NS, port string) net.Conn {
 	t.Helper()
 	var c net.Conn
 	if err := ns.Do(func() (err error) {

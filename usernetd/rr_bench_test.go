@@ -50,15 +50,8 @@ func BenchmarkRoundTripThroughChild(b *testing.B) {
 	go serveShortAnswers(ln)
 
 	roundTrip := func() {
-		var c net.Conn
-		if err := ns.Do(func() (err error) {
-			c, err = net.DialTimeout("tcp4", GatewayIP+":"+port, 20*time.Second)
-			return
-		}); err != nil {
-			b.Fatal(err)
-		}
+		c := dialFrom(b, ns, port)
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
 		if _, err := io.WriteString(c, "GET /rr HTTP/1.0\r\n\r\n"); err != nil {
 			b.Fatal(err)
 		}
@@ -83,28 +76,24 @@ func BenchmarkRoundTripThroughChild(b *testing.B) {
 const shortAnswer = "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 // serveShortAnswers answers each connection's request with shortAnswer
-// and closes it, as bench usernet's web server does for /rr.
+// and closes it, as bench usernet's web server does for /rr; one
+// connection at a time, as the benchmark makes them.
 func serveShortAnswers(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go func() {
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
-			r := bufio.NewReader(c)
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if line == "\r\n" {
-					break
-				}
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
 			}
-			io.WriteString(c, shortAnswer)
-		}()
+		}
+		io.WriteString(c, shortAnswer)
+		c.Close()
 	}
 }
 
