@@ -2,11 +2,16 @@ package usernetd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"tinyvmm/internal/scratchns"
 	"tinyvmm/userproc"
 )
 
@@ -39,20 +44,36 @@ func TestGuestReusesASourcePortAtOnce(t *testing.T) {
 
 	const srcPort = 45158
 	for i := range 3 {
-		var c net.Conn
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(GuestIP), Port: srcPort}, Timeout: 5 * time.Second}
-		start := time.Now()
-		if err := ns.Do(func() (err error) { c, err = d.Dial("tcp4", GatewayIP+":"+port); return }); err != nil {
-			t.Fatalf("connection %d from port %d: %v after %v", i+1, srcPort, err, time.Since(start).Round(time.Millisecond))
+		c, err := dialFromPort(ns, srcPort, port)
+		if err != nil {
+			t.Fatalf("connection %d from port %d: %v", i+1, srcPort, err)
 		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		if got, err := io.ReadAll(c); err != nil || string(got) != "bye" {
 			t.Fatalf("connection %d: %q, %v", i+1, got, err)
 		}
 		c.Close()
-		// The guest's side is closed (LAST_ACK, then CLOSED) once the
-		// gateway has acknowledged its FIN: wait for that before the port
-		// is bound again.
-		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dialFromPort connects from the guest's srcPort to the host's port
+// through the gateway, with 5 s for the handshake. Until the guest's last
+// socket on srcPort is gone (it is in LAST_ACK until the gateway takes
+// its FIN) the port is busy: that is waited for, up to 5 s too.
+func dialFromPort(ns *scratchns.NS, srcPort int, port string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(GuestIP), Port: srcPort}, Timeout: 5 * time.Second}
+	busyUntil := time.Now().Add(5 * time.Second)
+	for {
+		var c net.Conn
+		start := time.Now()
+		err := ns.Do(func() (err error) { c, err = d.Dial("tcp4", GatewayIP+":"+port); return })
+		if (errors.Is(err, unix.EADDRINUSE) || errors.Is(err, unix.EADDRNOTAVAIL)) && time.Now().Before(busyUntil) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%v after %v", err, time.Since(start).Round(time.Millisecond))
+		}
+		return c, nil
 	}
 }
