@@ -135,13 +135,18 @@ func guestTap(b *testing.B, fd int) (do func(func() error) error, mac net.Hardwa
 	return ns.Do, mac
 }
 
-// pumpBoth copies frames both ways between a and b until the benchmark
+// pumpBoth copies frames both ways between x and y until the benchmark
 // ends.
-func pumpBoth(b *testing.B, x, y int) {
+func pumpBoth(b *testing.B, x, y int) { runPumps(b, bothWays(x, y)...) }
+
+// bothWays are the pumps that copy frames from x to y and from y to x,
+// their super-frames uncounted.
+func bothWays(x, y int) []func(ctx context.Context) {
 	var xy, yx superFrames
-	runPumps(b,
+	return []func(ctx context.Context){
 		func(ctx context.Context) { pump(ctx, x, y, &xy) },
-		func(ctx context.Context) { pump(ctx, y, x, &yx) })
+		func(ctx context.Context) { pump(ctx, y, x, &yx) },
+	}
 }
 
 // userPath is the guest behind the user network, reaching the host's

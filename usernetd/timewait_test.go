@@ -1,7 +1,6 @@
 package usernetd
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,10 +36,7 @@ func TestGuestReusesASourcePortAtOnce(t *testing.T) {
 		}
 	}()
 	b := open(t, Config{MAC: mac})
-	var to, from superFrames
-	bridge(t, b, userproc.Offloads,
-		func(ctx context.Context) { pump(ctx, b.Fd(), tapFd, &to) },
-		func(ctx context.Context) { pump(ctx, tapFd, b.Fd(), &from) })
+	bridge(t, b, userproc.Offloads, bothWays(b.Fd(), tapFd)...)
 
 	const srcPort = 45158
 	for i := range 3 {
